@@ -1,0 +1,31 @@
+# etcdbox: entry points only; the logic lives in hack/*.sh.
+export GOFLAGS := -buildvcs=false
+GO ?= go
+
+.PHONY: all deps build image test test-short bench cluster clean
+
+all: build
+
+deps:
+	hack/deps.sh
+
+build:
+	hack/build.sh
+
+image: build
+	hack/image.sh
+
+test: deps build
+	hack/test.sh
+
+test-short: build
+	$(GO) test -short ./...
+
+bench: deps build
+	hack/bench.sh
+
+cluster: deps build image
+	hack/cluster.sh
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,479 @@
+package discovery
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// fixture holds PEM material for seeds.
+type fixture struct {
+	caCert, caKey       string
+	cert, key           string // peer leaf from the CA
+	clientCert          string // client-only leaf from the CA
+	otherCert, otherKey string // peer leaf from another CA
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	ca, err := pki.NewCA("seed-test-ca", 0)
+	require.NoError(t, err)
+	caKey, err := ca.KeyPEM()
+	require.NoError(t, err)
+	cert, key, err := ca.Issue(pki.Leaf{CommonName: "n1", DNSNames: []string{"n1"}, Server: true, Client: true})
+	require.NoError(t, err)
+	client, _, err := ca.Issue(pki.Leaf{CommonName: "c", Client: true})
+	require.NoError(t, err)
+	other, err := pki.NewCA("other-ca", 0)
+	require.NoError(t, err)
+	otherCert, otherKey, err := other.Issue(pki.Leaf{CommonName: "n1", DNSNames: []string{"n1"}, Server: true, Client: true})
+	require.NoError(t, err)
+	return fixture{
+		caCert: string(ca.CertPEM()), caKey: string(caKey),
+		cert: string(cert), key: string(key), clientCert: string(client),
+		otherCert: string(otherCert), otherKey: string(otherKey),
+	}
+}
+
+// block renders PEM text as a YAML literal block at the given indentation.
+func block(pem string, indent int) string {
+	pad := strings.Repeat(" ", indent)
+	return "|\n" + pad + strings.ReplaceAll(strings.TrimSpace(pem), "\n", "\n"+pad)
+}
+
+// issuing is the pki section of a seed whose node issues its own leaves.
+func (f fixture) issuing() string {
+	return "pki:\n  caCert: " + block(f.caCert, 4) + "\n  caKey: " + block(f.caKey, 4) + "\n"
+}
+
+func TestParseSeedGood(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name string
+		yaml string
+		want func(s *Seed) // adjusts the expected seed, which starts as the defaults
+	}{
+		{
+			name: "minimal",
+			yaml: "cluster: demo\n" + f.issuing(),
+		},
+		{
+			name: "static peers and network",
+			yaml: `cluster: prod-1
+name: n2
+discovery:
+  peers:
+    - {name: n1, host: 10.0.0.11}
+    - {name: n2, host: 10.0.0.12, peerPort: 12380}
+    - {name: n3, host: n3.example.internal, clientPort: 12379}
+network:
+  interfaces:
+    - name: eth0
+      addresses: [10.0.0.12/24, "fd00::12/64"]
+      gateway: 10.0.0.1
+      mtu: 9000
+    - mac: 52:54:00:AB:CD:EF
+      dhcp: true
+  dns: [10.0.0.1, "fd00::1"]
+  search: [example.internal]
+etcd:
+  clientPort: 3379
+  peerPort: 3380
+api:
+  port: 9000
+` + f.issuing(),
+			want: func(s *Seed) {
+				s.Cluster, s.Name = "prod-1", "n2"
+				s.Discovery = Discovery{InitialSize: 3, Peers: []Peer{
+					{Name: "n1", Host: "10.0.0.11", PeerPort: 3380, ClientPort: 3379},
+					{Name: "n2", Host: "10.0.0.12", PeerPort: 12380, ClientPort: 3379},
+					{Name: "n3", Host: "n3.example.internal", PeerPort: 3380, ClientPort: 12379},
+				}}
+				s.Network = Network{
+					Interfaces: []Interface{
+						{Name: "eth0", Addresses: []string{"10.0.0.12/24", "fd00::12/64"}, Gateway: "10.0.0.1", MTU: 9000},
+						{MAC: "52:54:00:AB:CD:EF", DHCP: true},
+					},
+					DNS:    []string{"10.0.0.1", "fd00::1"},
+					Search: []string{"example.internal"},
+				}
+				s.Etcd = Etcd{ClientPort: 3379, PeerPort: 3380}
+				s.API.Port = 9000
+			},
+		},
+		{
+			name: "srv discovery and one unnamed interface",
+			yaml: `cluster: demo
+discovery: {srv: example.internal., srvName: blue, initialSize: 3}
+network:
+  interfaces:
+    - addresses: [192.168.1.5/32]
+      gateway: 192.168.1.1
+` + f.issuing(),
+			want: func(s *Seed) {
+				s.Discovery = Discovery{SRV: "example.internal.", SRVName: "blue", InitialSize: 3}
+				s.Network.Interfaces = []Interface{{Addresses: []string{"192.168.1.5/32"}, Gateway: "192.168.1.1"}}
+			},
+		},
+		{
+			name: "own certificate",
+			yaml: "cluster: demo\npki:\n  caCert: " + block(f.caCert, 4) + "\n  cert: " + block(f.cert, 4) + "\n  key: " + block(f.key, 4) + "\n",
+			want: func(s *Seed) {
+				s.PKI = PKI{CACert: f.caCert, Cert: f.cert, Key: f.key}
+			},
+		},
+		{
+			name: "null sections",
+			yaml: "cluster: demo\ndiscovery:\nnetwork: ~\n" + f.issuing(),
+		},
+		{
+			name: "JSON",
+			yaml: `{"cluster": "demo", "etcd": {"clientPort": 2379}, "pki": {"caCert": ` + jsonString(f.caCert) + `, "caKey": ` + jsonString(f.caKey) + `}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseSeed([]byte(tt.yaml))
+			require.NoError(t, err)
+			want := &Seed{
+				Cluster:   "demo",
+				Discovery: Discovery{InitialSize: 1},
+				PKI:       PKI{CACert: f.caCert, CAKey: f.caKey},
+				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380},
+				API:       API{Port: 9379},
+			}
+			if tt.want != nil {
+				tt.want(want)
+			}
+			// YAML literal blocks end in one newline, like PEM.
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func jsonString(s string) string {
+	return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"`
+}
+
+func TestParseSeedBad(t *testing.T) {
+	f := newFixture(t)
+	issuing := f.issuing()
+	pkiWith := func(fields ...string) string {
+		s := "pki:\n"
+		for i := 0; i+1 < len(fields); i += 2 {
+			s += "  " + fields[i] + ": " + block(fields[i+1], 4) + "\n"
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		yaml string
+		// want maps each key path that must be reported to a part of its
+		// message. No other paths may be reported.
+		want map[string]string
+	}{
+		{name: "empty", yaml: "", want: map[string]string{"cluster": "required", "pki.caCert": "required"}},
+		{name: "not a mapping", yaml: "- cluster\n", want: map[string]string{"seed": "want a mapping, got a list"}},
+		{name: "scalar", yaml: "demo\n", want: map[string]string{"seed": `want a mapping, got string "demo"`}},
+		{name: "unknown key", yaml: "cluster: demo\nclustr: demo\n" + issuing, want: map[string]string{"clustr": "unknown key"}},
+		{
+			name: "unknown key with required missing",
+			yaml: "clustr: demo\n" + issuing,
+			want: map[string]string{"clustr": "unknown key", "cluster": "required"},
+		},
+		{
+			name: "unknown nested keys",
+			yaml: "cluster: demo\nnetwork:\n  interfaces:\n    - name: eth0\n      dhcp: true\n    - name: eth1\n      adresses: [10.0.0.1/24]\n" + issuing,
+			want: map[string]string{
+				"network.interfaces[1].adresses": "unknown key",
+				"network.interfaces[1]":          "needs dhcp: true or addresses",
+			},
+		},
+		{
+			name: "wrong case",
+			yaml: "cluster: demo\netcd: {clientport: 2379}\n" + issuing,
+			want: map[string]string{"etcd.clientport": `unknown key (did you mean "clientPort"?)`},
+		},
+		{name: "bad node name", yaml: "cluster: demo\nname: N1\n" + issuing, want: map[string]string{"name": `"N1" is not a valid node name`}},
+		{name: "bad cluster name", yaml: "cluster: my_cluster\n" + issuing, want: map[string]string{"cluster": `"my_cluster" is not a valid cluster name`}},
+		{name: "long cluster name", yaml: "cluster: " + strings.Repeat("a", 64) + "\n" + issuing, want: map[string]string{"cluster": "not a valid cluster name"}},
+		{name: "number for string", yaml: "cluster: 123\n" + issuing, want: map[string]string{"cluster": "want a string, got number 123"}},
+		{name: "string for integer", yaml: "cluster: demo\netcd: {clientPort: big}\n" + issuing, want: map[string]string{"etcd.clientPort": `want an integer, got string "big"`}},
+		{name: "fraction for integer", yaml: "cluster: demo\netcd: {peerPort: 2380.5}\n" + issuing, want: map[string]string{"etcd.peerPort": "want an integer, got number 2380.5"}},
+		{name: "string for bool", yaml: "cluster: demo\nnetwork: {interfaces: [{dhcp: \"on\"}]}\n" + issuing, want: map[string]string{"network.interfaces[0].dhcp": `want true or false, got string "on"`, "network.interfaces[0]": "needs dhcp"}},
+		{name: "mapping for list", yaml: "cluster: demo\ndiscovery: {peers: {name: n1}}\n" + issuing, want: map[string]string{"discovery.peers": "want a list, got a mapping"}},
+		{name: "list for mapping", yaml: "cluster: demo\nnetwork: []\n" + issuing, want: map[string]string{"network": "want a mapping, got a list"}},
+		{
+			name: "addresses",
+			yaml: "cluster: demo\nnetwork:\n  interfaces:\n    - name: eth0\n      addresses: [10.0.0.11/24, x, 10.0.0.12]\n      gateway: 10.0.0.256\n      mtu: 10\n" + issuing,
+			want: map[string]string{
+				"network.interfaces[0].addresses[1]": `invalid CIDR "x"`,
+				"network.interfaces[0].addresses[2]": `invalid CIDR "10.0.0.12" (want address/prefix length, e.g. 10.0.0.12/24)`,
+				"network.interfaces[0].gateway":      `invalid IP address "10.0.0.256"`,
+				"network.interfaces[0].mtu":          "10 out of range 68-65535",
+			},
+		},
+		{
+			name: "interfaces",
+			yaml: `cluster: demo
+network:
+  interfaces:
+    - {name: eth0, dhcp: true}
+    - {name: eth0, dhcp: true}
+    - {mac: "52:54:00:00:00:01", dhcp: true}
+    - {mac: "52-54-00-00-00-01", dhcp: true}
+    - {mac: "zz", name: "a/b", dhcp: true}
+    - {dhcp: true}
+    - {name: this-name-is-too-long, dhcp: true}
+  dns: [10.0.0.1, resolver]
+  search: [example.internal, -bad-]
+` + issuing,
+			want: map[string]string{
+				"network.interfaces[1].name": `"eth0" already used by network.interfaces[0]`,
+				"network.interfaces[3].mac":  "52:54:00:00:00:01 already used by network.interfaces[2]",
+				"network.interfaces[4].mac":  `invalid MAC address "zz"`,
+				"network.interfaces[4].name": `"a/b" is not a valid interface name`,
+				"network.interfaces[5]":      "name or mac required when several interfaces are listed",
+				"network.interfaces[6].name": "not a valid interface name",
+				"network.dns[1]":             `invalid IP address "resolver"`,
+				"network.search[1]":          `"-bad-" is not a valid domain name`,
+			},
+		},
+		{
+			name: "srv and peers",
+			yaml: "cluster: demo\ndiscovery:\n  srv: example.internal\n  peers: [{name: n1, host: 10.0.0.1}]\n" + issuing,
+			want: map[string]string{"discovery": "srv and peers are exclusive"},
+		},
+		{
+			name: "srv names",
+			yaml: "cluster: demo\ndiscovery: {srv: \"bad domain\", initialSize: -1}\n" + issuing,
+			want: map[string]string{"discovery.srv": `"bad domain" is not a valid domain name`, "discovery.initialSize": "-1 is negative"},
+		},
+		{
+			name: "srvName without srv",
+			yaml: "cluster: demo\ndiscovery: {srvName: blue}\n" + issuing,
+			want: map[string]string{"discovery.srvName": "needs discovery.srv"},
+		},
+		{
+			name: "peers",
+			yaml: `cluster: demo
+discovery:
+  initialSize: 9
+  peers:
+    - {name: n1, host: 10.0.0.1}
+    - {name: n1, host: 10.0.0.2}
+    - {host: 10.0.0.3}
+    - {name: n4}
+    - {name: n5, host: "bad host", peerPort: 70000, clientPort: -1}
+    - {name: n6, host: 10.0.0.1, peerPort: 2380}
+` + issuing,
+			want: map[string]string{
+				"discovery.peers[1].name":       `"n1" already used by discovery.peers[0]`,
+				"discovery.peers[2].name":       "required",
+				"discovery.peers[3].host":       "required",
+				"discovery.peers[4].host":       `"bad host" is not an IP address or DNS name`,
+				"discovery.peers[4].peerPort":   "port 70000 out of range 1-65535",
+				"discovery.peers[4].clientPort": "port -1 out of range",
+				"discovery.peers[5]":            "peer address 10.0.0.1:2380 already used by discovery.peers[0]",
+				"discovery.initialSize":         "9 exceeds the 6 peers listed",
+			},
+		},
+		{
+			name: "ports",
+			yaml: "cluster: demo\netcd: {clientPort: 2380}\napi: {port: 0x10000}\n" + issuing,
+			want: map[string]string{
+				"etcd":     "clientPort and peerPort are both 2380",
+				"api.port": "port 65536 out of range 1-65535",
+			},
+		},
+		{
+			name: "api port collides",
+			yaml: "cluster: demo\napi: {port: 2379}\n" + issuing,
+			want: map[string]string{"api.port": "2379 is also an etcd port"},
+		},
+		{name: "caKey without caCert", yaml: "cluster: demo\n" + pkiWith("caKey", f.caKey), want: map[string]string{"pki": "caKey without caCert"}},
+		{name: "caCert alone", yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert), want: map[string]string{"pki": "needs caKey"}},
+		{
+			name: "cert without key",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.cert),
+			want: map[string]string{"pki": "cert without key"},
+		},
+		{
+			name: "key without cert and caKey",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "caKey", f.caKey, "key", f.key),
+			want: map[string]string{"pki": "key without cert; pki: caKey and cert/key are exclusive; "},
+		},
+		{
+			name: "bad PEM",
+			yaml: "cluster: demo\npki: {caCert: nonsense, caKey: nonsense}\n",
+			want: map[string]string{"pki.caCert": "no PEM block found", "pki.caKey": "no PEM block found"},
+		},
+		{
+			name: "leaf as CA",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.cert, "caKey", f.key),
+			want: map[string]string{"pki.caCert": `certificate "n1" is not a CA`},
+		},
+		{
+			name: "CA key mismatch",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "caKey", f.key),
+			want: map[string]string{"pki.caKey": "private key does not match certificate"},
+		},
+		{
+			name: "cert from another CA",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.otherCert, "key", f.key),
+			want: map[string]string{"pki.cert": "not signed by pki.caCert", "pki.key": "private key does not match"},
+		},
+		{
+			name: "client-only cert",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.clientCert, "key", f.key),
+			want: map[string]string{"pki.cert": "needs both server and client auth", "pki.key": "does not match"},
+		},
+		{
+			name: "everything at once",
+			yaml: "name: N1\nbogus: 1\nnetwork: {interfaces: [{name: eth0, addresses: [x]}]}\ndiscovery: {srv: a.b, peers: [{name: n1, host: h}]}\n" + pkiWith("caKey", f.caKey),
+			want: map[string]string{
+				"bogus":                              "unknown key",
+				"cluster":                            "required",
+				"name":                               `"N1" is not a valid node name`,
+				"network.interfaces[0].addresses[0]": `invalid CIDR "x"`,
+				"discovery":                          "srv and peers are exclusive",
+				"pki":                                "caKey without caCert",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseSeed([]byte(tt.yaml))
+			require.Error(t, err, "ParseSeed = %+v, want error", s)
+			assert.Nil(t, s)
+			var merr *multierror.Error
+			require.ErrorAs(t, err, &merr, "error %v is not a list of problems", err)
+			got := map[string]string{}
+			for _, e := range merr.Errors {
+				var fe *FieldError
+				require.ErrorAs(t, e, &fe)
+				got[fe.Path] += fe.Error() + "; "
+			}
+			for path, msg := range tt.want {
+				assert.Contains(t, got, path, "ParseSeed error = %v, want a problem at %s", err, path)
+				assert.Contains(t, got[path], msg, "problems at %s", path)
+			}
+			for path := range got {
+				assert.Contains(t, tt.want, path, "unexpected problem %q", got[path])
+			}
+			assert.NotContains(t, err.Error(), "\n", "one line for the console")
+		})
+	}
+}
+
+func TestParseSeedReportsOnce(t *testing.T) {
+	f := newFixture(t)
+	// A mistyped cluster is not also "required"; problems found after a
+	// shape problem are all kept, even several at one path.
+	in := "cluster: 123\n" + "pki:\n  caCert: " + block(f.caCert, 4) + "\n  caKey: " + block(f.caKey, 4) + "\n  key: " + block(f.key, 4) + "\n"
+	_, err := ParseSeed([]byte(in))
+	var merr *multierror.Error
+	require.ErrorAs(t, err, &merr)
+	assert.Equal(t, "cluster: want a string, got number 123; pki: key without cert; pki: caKey and cert/key are exclusive", err.Error())
+}
+
+func TestParseSeedSyntax(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{name: "duplicate key", yaml: "cluster: a\ncluster: b\n", want: `"cluster" already set`},
+		{name: "bad indentation", yaml: "cluster: a\n  name: b\n", want: "line 2"},
+		{name: "tab", yaml: "cluster: a\n\tname: b\n", want: "parse seed YAML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSeed([]byte(tt.yaml))
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestSeedMarshal(t *testing.T) {
+	f := newFixture(t)
+	in := &Seed{
+		Cluster: "demo",
+		Name:    "n1",
+		Discovery: Discovery{Peers: []Peer{
+			{Name: "n1", Host: "10.0.0.11"}, {Name: "n2", Host: "10.0.0.12"},
+		}},
+		Network: Network{Interfaces: []Interface{{Name: "eth0", Addresses: []string{"10.0.0.11/24"}, Gateway: "10.0.0.1"}}},
+		PKI:     PKI{CACert: f.caCert, CAKey: f.caKey},
+	}
+	data, err := in.Marshal()
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "etcd:", "zero sections are left out")
+	assert.NotContains(t, string(data), "srv:", "empty keys are left out")
+
+	out, err := ParseSeed(data)
+	require.NoError(t, err, "ParseSeed(Marshal()):\n%s", data)
+	in.ApplyDefaults()
+	assert.Equal(t, in, out)
+
+	// With defaults applied it still round-trips.
+	data, err = out.Marshal()
+	require.NoError(t, err)
+	again, err := ParseSeed(data)
+	require.NoError(t, err)
+	assert.Equal(t, out, again)
+
+	_, err = (&Seed{Name: "N"}).Marshal()
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "cluster", fe.Path)
+}
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"n1", true}, {"a", true}, {"0", true}, {"etcd-a1b2c3", true}, {strings.Repeat("a", 63), true},
+		{"", false}, {"N1", false}, {"-a", false}, {"a-", false}, {"a_b", false}, {"a.b", false}, {strings.Repeat("a", 64), false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ValidName(tt.in), "ValidName(%q)", tt.in)
+	}
+}
+
+func TestDefaultNodeName(t *testing.T) {
+	mac, err := net.ParseMAC("52:54:00:ab:cd:ef")
+	require.NoError(t, err)
+	tests := []struct {
+		name, hostname string
+		mac            net.HardwareAddr
+		want           string
+	}{
+		{name: "hostname", hostname: "node-1", mac: mac, want: "node-1"},
+		{name: "fqdn", hostname: "Node-1.example.internal", mac: mac, want: "node-1"},
+		{name: "kernel default", hostname: "(none)", mac: mac, want: "etcd-abcdef"},
+		{name: "localhost", hostname: "localhost", mac: mac, want: "etcd-abcdef"},
+		{name: "empty", hostname: "", mac: mac, want: "etcd-abcdef"},
+		{name: "no mac", hostname: "", want: "etcd"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DefaultNodeName(tt.hostname, tt.mac)
+			assert.Equal(t, tt.want, got, "DefaultNodeName(%q, %v)", tt.hostname, tt.mac)
+			assert.True(t, ValidName(got))
+		})
+	}
+}
+
+func TestFieldError(t *testing.T) {
+	err := error(&FieldError{Path: "network.dns[0]", Problem: `invalid IP address "x"`})
+	assert.Equal(t, `network.dns[0]: invalid IP address "x"`, err.Error())
+	var fe *FieldError
+	assert.True(t, errors.As(multierror.Append(nil, err), &fe))
+}

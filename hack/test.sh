@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# test.sh runs every test: unit and integration packages first, then the
+# QEMU end-to-end tier on its own, since its VMs want both cores.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS=-buildvcs=false
+unformatted=$(gofmt -l $(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed: $unformatted" >&2
+	exit 1
+fi
+go vet ./...
+pkgs=$(go list ./... | grep -v '/e2e$')
+go test -count=1 -timeout 20m $pkgs
+if [ -d e2e ]; then
+	go test -count=1 -timeout 40m -v ./e2e
+fi

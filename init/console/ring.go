@@ -1,0 +1,94 @@
+package console
+
+import (
+	"bytes"
+	"sync"
+)
+
+// MaxLine bounds one line in a Ring. A longer line is stored in pieces, so a
+// child that never writes a newline cannot grow memory without bound.
+const MaxLine = 4096
+
+// Ring keeps the last N lines written to it, oldest first. It is an
+// io.Writer that splits its input into lines; a line may arrive over several
+// writes. It is safe for concurrent use. Lines are stored without their
+// newline.
+type Ring struct {
+	mu      sync.Mutex
+	lines   []string // circular; len(lines) == capacity
+	next    int      // index of the slot to write next
+	full    bool     // every slot holds a line
+	partial []byte   // the current line, not yet ended by '\n'
+}
+
+// NewRing returns a Ring that keeps the last n lines (at least one).
+func NewRing(n int) *Ring {
+	if n < 1 {
+		n = 1
+	}
+	return &Ring{lines: make([]string, n)}
+}
+
+// Write stores the lines of p. It never fails.
+func (r *Ring) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			r.partial = append(r.partial, p...)
+			for len(r.partial) >= MaxLine {
+				r.push(string(r.partial[:MaxLine]))
+				r.partial = append(r.partial[:0], r.partial[MaxLine:]...)
+			}
+			break
+		}
+		if len(r.partial) > 0 {
+			r.partial = append(r.partial, p[:i]...)
+			r.pushLong(r.partial)
+			r.partial = r.partial[:0]
+		} else {
+			r.pushLong(p[:i])
+		}
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// pushLong stores one line, in MaxLine pieces if it is longer.
+func (r *Ring) pushLong(line []byte) {
+	for len(line) > MaxLine {
+		r.push(string(line[:MaxLine]))
+		line = line[MaxLine:]
+	}
+	r.push(string(line))
+}
+
+func (r *Ring) push(line string) {
+	r.lines[r.next] = line
+	r.next++
+	if r.next == len(r.lines) {
+		r.next = 0
+		r.full = true
+	}
+}
+
+// Lines returns a copy of the stored lines, oldest first. A line still
+// waiting for its newline comes last, so nothing written is hidden.
+func (r *Ring) Lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	if r.full {
+		out = make([]string, 0, len(r.lines)+1)
+		out = append(out, r.lines[r.next:]...)
+	} else {
+		out = make([]string, 0, r.next+1)
+	}
+	out = append(out, r.lines[:r.next]...)
+	if len(r.partial) > 0 {
+		out = append(out, string(r.partial))
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// member is what this node tells etcd about itself. It is plain data so the
+// flag set can be tested without starting anything.
+type member struct {
+	Name          string
+	Cluster       string // also the initial-cluster token
+	DataDir       string // etcd's --data-dir
+	PKIDir        string // ca.crt, server.{crt,key}, peer.{crt,key}
+	ListenIP      string // "0.0.0.0" in appliance mode
+	AdvertiseHost string // DNS name when there is one, else an IP
+	ClientPort    int
+	PeerPort      int
+	// InitialCluster is name=peerURL,... ; State is "new" or "existing".
+	InitialCluster string
+	State          string
+}
+
+func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
+
+// ClientURL is the URL clients use to reach this member.
+func (m member) ClientURL() string { return "https://" + hostPort(m.AdvertiseHost, m.ClientPort) }
+
+// PeerURL is the URL peers use to reach this member.
+func (m member) PeerURL() string { return "https://" + hostPort(m.AdvertiseHost, m.PeerPort) }
+
+// Args returns etcd's command line. Every listener is TLS with client
+// certificate auth: there is no plaintext listener, metrics included (etcd
+// serves /metrics on the client port, behind the same mutual TLS).
+func (m member) Args() []string {
+	pki := func(f string) string { return filepath.Join(m.PKIDir, f) }
+	initial := m.InitialCluster
+	if initial == "" {
+		initial = m.Name + "=" + m.PeerURL()
+	}
+	state := m.State
+	if state == "" {
+		state = "new"
+	}
+	return []string{
+		"--name=" + m.Name,
+		"--data-dir=" + m.DataDir,
+		"--listen-client-urls=https://" + hostPort(m.ListenIP, m.ClientPort),
+		"--advertise-client-urls=" + m.ClientURL(),
+		"--listen-peer-urls=https://" + hostPort(m.ListenIP, m.PeerPort),
+		"--initial-advertise-peer-urls=" + m.PeerURL(),
+		"--initial-cluster=" + initial,
+		"--initial-cluster-state=" + state,
+		"--initial-cluster-token=" + m.Cluster,
+		"--client-cert-auth",
+		"--trusted-ca-file=" + pki("ca.crt"),
+		"--cert-file=" + pki("server.crt"),
+		"--key-file=" + pki("server.key"),
+		"--peer-client-cert-auth",
+		"--peer-trusted-ca-file=" + pki("ca.crt"),
+		"--peer-cert-file=" + pki("peer.crt"),
+		"--peer-key-file=" + pki("peer.key"),
+		"--logger=zap",
+		"--log-outputs=stderr",
+	}
+}
+
+// hasData reports whether etcd's data dir holds a member already.
+func (m member) hasData() bool {
+	_, err := os.Stat(filepath.Join(m.DataDir, "member", "wal"))
+	return err == nil
+}
+
+// tlsConfig is this node's client-side TLS: its server certificate (which
+// carries client auth too) against the cluster CA.
+func (m member) tlsConfig() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(m.PKIDir, "server.crt"), filepath.Join(m.PKIDir, "server.key"))
+	if err != nil {
+		return nil, fmt.Errorf("load node certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(m.PKIDir, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("load cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("load cluster CA %s: no certificate", filepath.Join(m.PKIDir, "ca.crt"))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// client connects to the local member over its loopback client URL.
+func (m member) client() (*clientv3.Client, error) {
+	tc, err := m.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	host := "127.0.0.1"
+	if m.ListenIP != "0.0.0.0" && m.ListenIP != "" && m.ListenIP != "::" {
+		host = m.ListenIP
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{(&url.URL{Scheme: "https", Host: hostPort(host, m.ClientPort)}).String()},
+		TLS:         tc,
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// ready reports whether the local member serves a linearizable read.
+func ready(ctx context.Context, c *clientv3.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := c.Get(ctx, "etcdbox/health")
+	return err
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/etcdbox/etcdbox/init/kmod"
+)
+
+// explicitModules have no modalias a device announces, or must be there
+// before devices probe: the filesystems, the power button's input device
+// and the module parameters' consumers.
+var explicitModules = []string{"ext4", "vfat", "nls_cp437", "nls_iso8859_1", "evdev", "button", "efivarfs"}
+
+// loadModules coldplugs the drivers of the devices present, by modalias,
+// then loads the modules nothing announces. Failures are logged, not fatal:
+// a missing driver shows up as a missing disk or NIC a step later, with a
+// clearer error there.
+func (n *node) loadModules(context.Context) error {
+	dir, err := kmod.DefaultDir()
+	if err != nil {
+		return err
+	}
+	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: moduleParams(n.cmdline)}
+	loaded, err := l.Coldplug("/sys/devices")
+	var failed []string
+	if err != nil {
+		failed = append(failed, err.Error())
+	}
+	for _, m := range explicitModules {
+		more, err := l.Load(m)
+		loaded = append(loaded, more...)
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	n.log.Printf("modules: loaded %d: %s", len(loaded), strings.Join(loaded, " "))
+	if len(failed) > 0 {
+		return fmt.Errorf("modules: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// moduleParams collects module.param=value words of the kernel command
+// line by module name.
+func moduleParams(cmdline map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range cmdline {
+		mod, param, ok := strings.Cut(k, ".")
+		if !ok || mod == "etcdbox" || strings.ContainsAny(mod, "/=") {
+			continue
+		}
+		kv := param
+		if v != "" {
+			kv += "=" + v
+		}
+		if out[mod] != "" {
+			out[mod] += " "
+		}
+		out[mod] += kv
+	}
+	return out
+}

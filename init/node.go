@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/init/console"
+	"github.com/etcdbox/etcdbox/init/supervise"
+	"net"
+)
+
+// node is the state boot steps build up, in the order they run.
+type node struct {
+	log  *console.Logger
+	ring *console.Ring // the last lines of etcd's log, for the node API
+
+	// flags
+	container bool
+	seedFile  string
+	root      string // DATA's mount point
+	etcdBin   string
+	listenIP  string
+
+	cmdline map[string]string
+	seed    *discovery.Seed
+	name    string
+	domain  string
+	ips     []net.IP
+	mounts  []string // mounted by init, unmounted in reverse at shutdown
+
+	member member
+	etcd   *supervise.Supervisor
+	dog    watchdog // nil without a hardware watchdog
+	powerc chan string
+	once   sync.Once
+}
+
+// watchdog is the part of the hardware watchdog that shutdown needs.
+type watchdog interface {
+	Close() error
+}
+
+func newNode() *node {
+	n := &node{
+		ring:   console.NewRing(2000),
+		powerc: make(chan string, 4),
+	}
+	var out io.Writer = os.Stderr
+	if os.Getpid() == 1 {
+		if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
+			out = f
+		}
+	}
+	n.log = console.New(out)
+	return n
+}
+
+// attachKmsg adds the kernel log to the logger's outputs once /dev is
+// mounted, and keeps kernel info messages off the console so that each
+// line shows there once.
+func (n *node) attachKmsg() {
+	if k, err := console.OpenKmsg("/dev/kmsg"); err == nil {
+		n.log.Add(k)
+	}
+	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("5 4 1 7"), 0)
+}
+
+func (n *node) stateDir() string { return filepath.Join(n.root, "state") }
+func (n *node) pkiDir() string   { return filepath.Join(n.stateDir(), "pki") }
+
+// serve waits for a shutdown request: SIGTERM or SIGINT, the ACPI power
+// button, or (PID 1) a reboot request. It never returns as PID 1.
+func (n *node) serve(ctx context.Context) {
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case s := <-sigc:
+		n.log.Printf("%s received: shutting down", s)
+		n.shutdown(false)
+	case why := <-n.powerc:
+		n.log.Printf("%s: shutting down", why)
+		n.shutdown(false)
+	}
+}
+
+// shutdown stops etcd gracefully (SIGTERM, then SIGKILL after a deadline),
+// disarms the watchdog, syncs and unmounts, then powers off or reboots. In
+// container mode it exits instead.
+func (n *node) shutdown(reboot bool) {
+	n.once.Do(func() {
+		if n.etcd != nil {
+			if err := n.etcd.Stop(30 * time.Second); err != nil {
+				n.log.Printf("stop etcd: %v", err)
+			} else {
+				n.log.Printf("etcd stopped")
+			}
+		}
+		syscall.Sync()
+		if n.container {
+			n.log.Printf("shutdown complete")
+			os.Exit(0)
+		}
+		if n.dog != nil {
+			if err := n.dog.Close(); err != nil {
+				n.log.Printf("watchdog: %v", err)
+			}
+		}
+		n.unmountAll()
+		n.log.Printf("shutdown complete")
+		halt(reboot)
+	})
+	select {} // another goroutine is shutting down
+}
+
+// fail handles an error that stops the boot. Operator errors (errWait)
+// are reported and the node waits, keeping its data, until it is powered
+// off; anything else is logged, synced, and the node reboots. In container
+// mode init exits non-zero, and the container runtime decides.
+func (n *node) fail(err error) {
+	if errors.Is(err, errWait) {
+		n.log.Printf("fatal: %v", err)
+		if n.container {
+			os.Exit(2)
+		}
+		n.log.Printf("waiting: power off, fix the problem and boot again")
+		n.serve(context.Background())
+		return
+	}
+	n.log.Printf("fatal: %v", err)
+	if n.container {
+		os.Exit(1)
+	}
+	syscall.Sync()
+	n.log.Printf("rebooting in 5s")
+	time.Sleep(5 * time.Second) // let the console drain before the reset
+	n.unmountAll()
+	halt(true)
+}

@@ -1,0 +1,41 @@
+//go:build testhooks
+
+package main
+
+import (
+	"context"
+	"net/http"
+	"syscall"
+)
+
+// This file is compiled only into test images (go build -tags testhooks):
+// release images have no way to kill etcd from outside.
+
+// testHookPort serves the hooks, plain HTTP, inside the guest.
+const testHookPort = ":9999"
+
+func init() {
+	startTestHooks = func(ctx context.Context, n *node) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) {
+			pid := n.etcd.Pid()
+			if pid == 0 {
+				http.Error(w, "etcd is not running", http.StatusConflict)
+				return
+			}
+			if err := n.etcd.Signal(syscall.SIGKILL); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			n.log.Printf("test hook: sent SIGKILL to etcd (pid %d)", pid)
+			w.WriteHeader(http.StatusNoContent)
+		})
+		srv := &http.Server{Addr: testHookPort, Handler: mux}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil {
+				n.log.Printf("test hooks: %v", err)
+			}
+		}()
+		n.log.Printf("test hooks listening on %s", testHookPort)
+	}
+}
