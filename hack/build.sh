@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # build.sh writes bin/etcdbox (the CLI), bin/init (static, linux/amd64),
-# bin/etcd and bin/etcdctl (upstream, from the modules pinned in go.mod).
+# bin/init-testhooks (for e2e tests), bin/etcd and bin/etcdctl (upstream, from the modules pinned in go.mod).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 go build -trimpath -o bin/etcdbox ./cmd/etcdbox
 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o bin/init ./init
+# Test images only: the same init with test hooks (see init/testhooks.go).
+GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -tags testhooks -o bin/init-testhooks ./init
 # The upstream binaries change only with go.mod; go build's cache makes
 # a rebuild cheap, but skip it outright when they are newer than go.sum.
 for tool in etcd:go.etcd.io/etcd/server/v3 etcdctl:go.etcd.io/etcd/etcdctl/v3; do

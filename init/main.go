@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
 // step is one boot step. Optional steps log their failure and boot goes on.
@@ -55,6 +57,10 @@ func main() {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Every child is waited for by one reaper, orphans included.
+	if err := supervise.StartReaper(); err != nil {
+		n.log.Printf("reaper: %v", err)
+	}
 	if err := n.boot(ctx); err != nil {
 		n.fail(err)
 	}

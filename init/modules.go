@@ -23,7 +23,7 @@ func (n *node) loadModules(context.Context) error {
 		return err
 	}
 	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: moduleParams(n.cmdline)}
-	loaded, err := l.Coldplug("/sys/devices")
+	loaded, err := l.Coldplug("/sys")
 	var failed []string
 	if err != nil {
 		failed = append(failed, err.Error())

@@ -11,12 +11,13 @@ import (
 	"github.com/etcdbox/etcdbox/init/netconf"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // configureNetwork brings up the NICs the seed names (or the first NIC with
 // DHCP), sets the hostname, and writes /etc/resolv.conf and /etc/hosts.
 func (n *node) configureNetwork(ctx context.Context) error {
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/etcdbox/etcdbox/init/power"
+	"github.com/etcdbox/etcdbox/init/storage"
+	"github.com/etcdbox/etcdbox/init/supervise"
+)
+
+// armWatchdog opens /dev/watchdog when the machine has one and feeds it
+// from here on; a hung init stops the feeding and the machine resets.
+func (n *node) armWatchdog(context.Context) error {
+	if _, err := os.Stat("/dev/watchdog"); err != nil {
+		return fmt.Errorf("no hardware watchdog: %w", err)
+	}
+	w := &power.Watchdog{Timeout: 30 * time.Second, Log: n.log.Printf}
+	if err := w.Start(); err != nil {
+		return err
+	}
+	n.dog = w
+	return nil
+}
+
+// watchPowerButton turns an ACPI power button press into a shutdown.
+func (n *node) watchPowerButton(ctx context.Context) error {
+	b := &power.PowerButton{Log: n.log.Printf}
+	ch, err := b.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for range ch {
+			n.powerc <- "power button pressed"
+		}
+	}()
+	return nil
+}
+
+// prepareData finds DATA, formats it on first boot, checks it, grows it to
+// the disk's end, and mounts it. DATA that is not ext4 and not the blank
+// placeholder, or that e2fsck cannot preen, is reported and the node
+// waits: it never formats what it did not create.
+func (n *node) prepareData(ctx context.Context) error {
+	rep, err := storage.PrepareData(ctx, storage.Options{
+		Target: n.root,
+		Tools:  &storage.Tools{Run: runTool},
+		Logf:   n.log.Printf,
+	})
+	if errors.Is(err, storage.ErrUnknownData) || errors.Is(err, storage.ErrNeedsRepair) {
+		return fmt.Errorf("%w: %w", err, errWait)
+	}
+	if err != nil {
+		return err
+	}
+	n.mounts = append(n.mounts, n.root)
+	n.log.Printf("DATA: %s, %d MiB filesystem (formatted %v, partition grown %v, filesystem grown %v)",
+		rep.Dev, rep.FSBytes>>20, rep.Formatted, rep.PartitionGrown, rep.FSGrown)
+	return nil
+}
+
+// runTool runs an e2fsprogs binary through the reaper (PID 1 must not use
+// exec.Cmd.Wait; see package supervise) and returns its output and exit
+// code.
+func runTool(name string, args ...string) ([]byte, int, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "LANG=C"}
+	out, err := supervise.CombinedOutput(context.Background(), cmd)
+	var ee *supervise.ExitError
+	if errors.As(err, &ee) && ee.Signal == 0 {
+		return out, ee.Code, nil
+	}
+	if err != nil {
+		return out, -1, err
+	}
+	return out, 0, nil
+}
+
+// unmountAll syncs and unmounts what init mounted, in reverse order.
+func (n *node) unmountAll() {
+	if err := power.Unmount(n.mounts, n.log.Printf); err != nil {
+		n.log.Printf("unmount: %v", err)
+	}
+}
+
+// halt powers off or reboots. It returns only if the kernel refused.
+func halt(reboot bool) {
+	a := power.PowerOff
+	if reboot {
+		a = power.Reboot
+	}
+	if err := power.Halt(a); err != nil {
+		fmt.Fprintf(os.Stderr, "etcdbox: %s: %v\n", a, err)
+	}
+	select {}
+}

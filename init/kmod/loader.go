@@ -1,0 +1,226 @@
+package kmod
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxRounds bounds Coldplug's rescans of /sys/devices.
+const DefaultMaxRounds = 8
+
+// Loader inserts modules from one modules directory, each at most once.
+// The zero value with Dir set is ready to use; it is safe for concurrent
+// use.
+type Loader struct {
+	// Dir is the modules directory; empty means /lib/modules/<uname -r>.
+	Dir string
+	// Index, when set, is used instead of reading Dir.
+	Index *Index
+	// Insert inserts one module file with its parameters. Nil means
+	// InsertModule (finit_module(2)); an error wrapping EEXIST counts as
+	// already loaded. Tests record calls here.
+	Insert func(path, params string) error
+	// Params holds module parameters by module name ("-" and "_" alike),
+	// e.g. from name.param=value words on the kernel command line.
+	Params map[string]string
+	// Logf reports what is not an error of the caller's request: a soft
+	// dependency that failed or is missing. Nil discards.
+	Logf func(format string, args ...any)
+	// MaxRounds bounds Coldplug's rescans; 0 means DefaultMaxRounds.
+	MaxRounds int
+	// Settle is how long Coldplug waits after a round that loaded
+	// something before it rescans, for drivers that probe asynchronously
+	// (SCSI scans). 0 rescans at once.
+	Settle time.Duration
+
+	mu     sync.Mutex
+	ix     *Index
+	loaded map[string]bool
+}
+
+// index returns the Index, reading it on first use. l.mu is held.
+func (l *Loader) index() (*Index, error) {
+	if l.ix != nil {
+		return l.ix, nil
+	}
+	if l.Index != nil {
+		l.ix = l.Index
+		return l.ix, nil
+	}
+	dir := l.Dir
+	if dir == "" {
+		d, err := DefaultDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	ix, err := ReadIndex(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read module index %s: %w", dir, err)
+	}
+	l.ix = ix
+	return ix, nil
+}
+
+func (l *Loader) logf(format string, args ...any) {
+	if l.Logf != nil {
+		l.Logf(format, args...)
+	}
+}
+
+// Loaded reports whether this Loader inserted name (or found it already
+// loaded).
+func (l *Loader) Loaded(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.loaded[Normalize(name)]
+}
+
+// Load loads a module given by name or alias, after its
+// dependencies, and returns the modules it inserted in order. A builtin
+// module, or one already loaded, is a no-op. An alias matching several
+// modules loads them all and fails if any fails.
+func (l *Loader) Load(name string) ([]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ix, err := l.index()
+	if err != nil {
+		return nil, err
+	}
+	names := ix.Resolve(name)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("load module %s: no such module or alias in %s", name, ix.dir)
+	}
+	var done []string
+	seen := map[string]error{}
+	var errs []error
+	for _, n := range names {
+		if err := ix.walk(n, seen, true, l.inserter(&done), l.softErr); err != nil {
+			errs = append(errs, fmt.Errorf("load module %s: %w", name, err))
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// inserter returns the walk callback that loads one module and appends
+// it to done. l.mu is held.
+func (l *Loader) inserter(done *[]string) func(name, path string) error {
+	return func(name, path string) error {
+		if l.loaded[name] {
+			return nil
+		}
+		insert := l.Insert
+		if insert == nil {
+			insert = InsertModule
+		}
+		if err := insert(path, l.Params[name]); err != nil && !errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("insert %s: %w", path, err)
+		}
+		if l.loaded == nil {
+			l.loaded = map[string]bool{}
+		}
+		l.loaded[name] = true
+		*done = append(*done, name)
+		return nil
+	}
+}
+
+func (l *Loader) softErr(name string, err error) {
+	l.logf("kmod: optional module %s: %v", name, err)
+}
+
+// Coldplug loads the modules for the devices present: it reads every
+// modalias file under sysDir/devices (sysDir is where sysfs is mounted,
+// normally /sys), matches each against modules.alias, and loads all
+// matching modules. Loading a bus driver makes new devices appear
+// (virtio_pci creates the virtio devices that need virtio_blk), so it
+// rescans until a scan finds no new modalias, at most MaxRounds times.
+//
+// It returns the modules it inserted, in order. A device no alias
+// matches is not an error; a module that fails to load is, and all such
+// failures are joined into the returned error while the others still
+// load. Unreadable sysfs files are skipped.
+func (l *Loader) Coldplug(sysDir string) ([]string, error) {
+	rounds := l.MaxRounds
+	if rounds <= 0 {
+		rounds = DefaultMaxRounds
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ix, err := l.index()
+	if err != nil {
+		return nil, err
+	}
+	seenAlias := map[string]bool{} // "path\x00modalias"
+	seen := map[string]error{}     // walk state across rounds: each module tried once
+	var done []string
+	var errs []error
+	for round := 0; round < rounds; round++ {
+		fresh := scanModaliases(filepath.Join(sysDir, "devices"), seenAlias)
+		if len(fresh) == 0 {
+			return done, errors.Join(errs...)
+		}
+		before := len(done)
+		for _, a := range fresh {
+			for _, n := range ix.Match(a.alias) {
+				if _, tried := seen[n]; tried {
+					continue
+				}
+				if err := ix.walk(n, seen, true, l.inserter(&done), l.softErr); err != nil {
+					errs = append(errs, fmt.Errorf("device %s (%s): %w", a.dir, a.alias, err))
+				}
+			}
+		}
+		if len(done) > before && l.Settle > 0 {
+			l.mu.Unlock()
+			time.Sleep(l.Settle)
+			l.mu.Lock()
+		}
+	}
+	errs = append(errs, fmt.Errorf("coldplug: new devices still appearing after %d rounds", rounds))
+	return done, errors.Join(errs...)
+}
+
+type devAlias struct{ dir, alias string }
+
+// scanModaliases returns the modalias values under root not yet in seen,
+// sorted by path for a stable load order, and adds them to seen.
+// /sys/devices holds no symlinked directories worth following (the
+// "subsystem" and "driver" links point back into the tree), and WalkDir
+// does not follow them.
+func scanModaliases(root string, seen map[string]bool) []devAlias {
+	var out []devAlias
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() && p != root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || d.Name() != "modalias" || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		a := strings.TrimSpace(string(b))
+		if a == "" || seen[p+"\x00"+a] {
+			return nil
+		}
+		seen[p+"\x00"+a] = true
+		out = append(out, devAlias{dir: filepath.Dir(p), alias: a})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
+	return out
+}

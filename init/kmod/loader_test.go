@@ -1,0 +1,293 @@
+package kmod
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is an Insert seam that records module names and can fail or
+// run a hook per module.
+type recorder struct {
+	inserted []string
+	fail     map[string]error
+	hook     map[string]func()
+}
+
+func (r *recorder) insert(path, params string) error {
+	n := NameOf(path)
+	if h := r.hook[n]; h != nil {
+		h()
+	}
+	if err := r.fail[n]; err != nil {
+		return err
+	}
+	r.inserted = append(r.inserted, n)
+	return nil
+}
+
+func TestLoad(t *testing.T) {
+	ix, _ := realIndex(t)
+	for _, tt := range []struct {
+		name     string
+		load     []string
+		fail     map[string]error
+		want     []string // inserted, in order
+		wantErr  string
+		wantLogs int
+	}{
+		{
+			name: "ext4 with deps, each once",
+			load: []string{"ext4", "ext4", "jbd2"},
+			want: []string{"crc32c_intel", "crc32c_generic", "jbd2", "mbcache", "crc16", "ext4"},
+		},
+		{
+			name: "shared deps once",
+			load: []string{"virtio_blk", "virtio_net"},
+			want: []string{"virtio_ring", "virtio", "virtio_blk", "failover", "net_failover", "virtio_net"},
+		},
+		{
+			name: "builtin is a no-op",
+			load: []string{"amd-uncore"},
+		},
+		{
+			name: "already loaded (EEXIST) counts as loaded",
+			load: []string{"crc16"},
+			fail: map[string]error{"crc16": fmt.Errorf("finit_module: %w", syscall.EEXIST)},
+		},
+		{
+			// TCG's default CPU has no SSE4.2: crc32c-intel says ENODEV.
+			name:     "failing soft dependency is only logged",
+			load:     []string{"ext4"},
+			fail:     map[string]error{"crc32c_intel": syscall.ENODEV},
+			want:     []string{"crc32c_generic", "jbd2", "mbcache", "crc16", "ext4"},
+			wantLogs: 1,
+		},
+		{
+			name:    "failing hard dependency stops the module",
+			load:    []string{"ext4"},
+			fail:    map[string]error{"mbcache": syscall.ENOMEM},
+			want:    []string{"crc32c_intel", "crc32c_generic", "jbd2"},
+			wantErr: "module ext4: dependency: insert",
+		},
+		{
+			name:    "unknown name",
+			load:    []string{"nope"},
+			wantErr: "load module nope: no such module or alias",
+		},
+		{
+			name: "by alias",
+			load: []string{"fs-vfat"},
+			want: []string{"fat", "vfat"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{fail: tt.fail}
+			var logs []string
+			l := &Loader{Index: ix, Insert: rec.insert, Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
+			var errs []string
+			for _, n := range tt.load {
+				if _, err := l.Load(n); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+			assert.Equal(t, tt.want, rec.inserted, "inserted")
+			if tt.wantErr == "" {
+				assert.Empty(t, errs)
+			} else {
+				require.Len(t, errs, 1)
+				assert.Contains(t, errs[0], tt.wantErr)
+			}
+			assert.Len(t, logs, tt.wantLogs, "logs: %q", logs)
+		})
+	}
+}
+
+func TestLoadParams(t *testing.T) {
+	ix, _ := realIndex(t)
+	var got []string
+	l := &Loader{Index: ix, Params: map[string]string{"virtio_blk": "queue_depth=64"},
+		Insert: func(path, params string) error { got = append(got, NameOf(path)+"("+params+")"); return nil }}
+	_, err := l.Load("virtio-blk")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"virtio_ring()", "virtio()", "virtio_blk(queue_depth=64)"}, got)
+	assert.True(t, l.Loaded("virtio-blk"))
+}
+
+// fakeSysfs is a /sys with devices under sys/devices.
+type fakeSysfs string
+
+func (s fakeSysfs) device(t *testing.T, rel, modalias string) {
+	t.Helper()
+	dir := filepath.Join(string(s), "devices", rel)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "modalias"), []byte(modalias+"\n"), 0o444))
+}
+
+func TestColdplug(t *testing.T) {
+	ix, _ := realIndex(t)
+	sys := fakeSysfs(t.TempDir())
+	// A QEMU q35 machine, cut down: virtio-blk and virtio-net on PCI, the
+	// i6300esb watchdog, the ACPI power button, and devices nothing binds.
+	sys.device(t, "pci0000:00/0000:00:02.0", "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00")
+	sys.device(t, "pci0000:00/0000:00:03.0", "pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00")
+	sys.device(t, "pci0000:00/0000:00:04.0", "pci:v00008086d000025ABsv00001AF4sd00001100bc08sc80i00")
+	sys.device(t, "LNXSYSTM:00/LNXPWRBN:00", "acpi:LNXPWRBN:")
+	sys.device(t, "LNXSYSTM:00/PNP0C0C:00", "acpi:PNP0C0C:")
+	sys.device(t, "pci0000:00/0000:00:1f.0", "pci:v0000FFFFd0000FFFFsv00000000sd00000000bc12sc34i56")
+	sys.device(t, "platform/empty", "")
+	// A symlink loop like sysfs' subsystem links must not be followed.
+	require.NoError(t, os.Symlink("..", filepath.Join(string(sys), "devices", "pci0000:00", "subsystem")))
+	// An unreadable modalias (a directory of that name) is skipped.
+	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "weird", "modalias"), 0o755))
+
+	// Loading virtio_pci makes the virtio devices appear, as the kernel
+	// does when the driver probes the PCI functions.
+	rec := &recorder{hook: map[string]func(){
+		"virtio_pci": func() {
+			sys.device(t, "pci0000:00/0000:00:02.0/virtio0", "virtio:d00000002v00001AF4")
+			sys.device(t, "pci0000:00/0000:00:03.0/virtio1", "virtio:d00000001v00001AF4")
+		},
+	}}
+	l := &Loader{Index: ix, Insert: rec.insert}
+	loaded, err := l.Coldplug(string(sys))
+	require.NoError(t, err)
+	assert.Equal(t, rec.inserted, loaded)
+	assert.Equal(t, []string{
+		// round 1, devices sorted by path
+		"button",
+		"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
+		"watchdog", "i6300esb",
+		// round 2: the virtio devices
+		"virtio_blk",
+		"failover", "net_failover", "virtio_net",
+	}, loaded)
+
+	// Nothing new: a second coldplug inserts nothing.
+	again, err := l.Coldplug(string(sys))
+	require.NoError(t, err)
+	assert.Empty(t, again)
+}
+
+// writeIndex writes a small modules directory.
+func writeIndex(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"modules.dep", "modules.alias", "modules.builtin"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(files[f]), 0o644))
+	}
+	if s, ok := files["modules.softdep"]; ok {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "modules.softdep"), []byte(s), 0o644))
+	}
+	return dir
+}
+
+func TestColdplugErrors(t *testing.T) {
+	dir := writeIndex(t, map[string]string{
+		"modules.dep": "kernel/a.ko: kernel/base.ko\nkernel/base.ko:\nkernel/b.ko:\nkernel/bad.ko:\n",
+		"modules.alias": strings.Join([]string{
+			"alias test:a* a",
+			"alias test:gone* gone", // in modules.alias, not in modules.dep
+			"alias test:b* b",
+			"alias test:bad* bad",
+			"alias test:builtin* bi",
+		}, "\n"),
+		"modules.builtin": "kernel/bi.ko\n",
+	})
+	sys := fakeSysfs(t.TempDir())
+	sys.device(t, "1", "test:a1")
+	sys.device(t, "2", "test:gone")
+	sys.device(t, "3", "test:bad")
+	sys.device(t, "4", "test:b")
+	sys.device(t, "5", "test:builtin")
+	sys.device(t, "6", "test:a2") // a again: inserted once
+
+	rec := &recorder{fail: map[string]error{"bad": syscall.ENODEV}}
+	l := &Loader{Dir: dir, Insert: rec.insert}
+	loaded, err := l.Coldplug(string(sys))
+	assert.Equal(t, []string{"base", "a", "b"}, loaded, "the others still load")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "module gone: not in")
+	assert.Contains(t, err.Error(), "insert "+filepath.Join(dir, "kernel/bad.ko")+": no such device")
+	assert.Contains(t, err.Error(), "(test:bad)", "the error names the device's modalias")
+	assert.Equal(t, 2, strings.Count(err.Error(), "\n")+1, "two failures: %v", err)
+}
+
+func TestColdplugBounded(t *testing.T) {
+	// A chain: loading mN makes a device appear that needs mN+1.
+	var dep, alias strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&dep, "kernel/m%d.ko:\n", i)
+		fmt.Fprintf(&alias, "alias test:%d m%d\n", i, i)
+	}
+	sys := fakeSysfs(t.TempDir())
+	sys.device(t, "0", "test:0")
+	hook := map[string]func(){}
+	for i := range 9 {
+		hook[fmt.Sprintf("m%d", i)] = func() { sys.device(t, fmt.Sprint(i+1), fmt.Sprintf("test:%d", i+1)) }
+	}
+	dir := writeIndex(t, map[string]string{"modules.dep": dep.String(), "modules.alias": alias.String()})
+
+	for _, tt := range []struct {
+		name    string
+		rounds  int
+		want    []string
+		wantErr string
+	}{
+		{"bounded", 3, []string{"m0", "m1", "m2"}, "new devices still appearing after 3 rounds"},
+		{"settles", 20, []string{"m3", "m4", "m5", "m6", "m7", "m8", "m9"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{hook: hook}
+			l := &Loader{Dir: dir, MaxRounds: tt.rounds, Insert: rec.insert}
+			if tt.name == "settles" { // continue where "bounded" stopped
+				l.loaded = map[string]bool{"m0": true, "m1": true, "m2": true}
+			}
+			loaded, err := l.Coldplug(string(sys))
+			assert.Equal(t, tt.want, loaded)
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadIndexErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		files   map[string]string
+		wantErr string
+	}{
+		{"bad dep line", map[string]string{"modules.dep": "kernel/a.ko kernel/b.ko\n"}, "modules.dep:1: no ':'"},
+		{"bad alias line", map[string]string{"modules.dep": "", "modules.alias": "# c\nalias onlytwo\n"}, "modules.alias:2: want"},
+		{"bad softdep line", map[string]string{"modules.softdep": "softdep\n"}, "modules.softdep:1: want"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadIndex(writeIndex(t, tt.files))
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+	_, err := ReadIndex(t.TempDir())
+	assert.ErrorContains(t, err, "modules.dep")
+}
+
+func TestSoftdepSyntheticAndCycle(t *testing.T) {
+	dir := writeIndex(t, map[string]string{
+		"modules.dep":     "kernel/x.ko:\nkernel/y.ko:\nkernel/z.ko:\n",
+		"modules.alias":   "alias crypto-y y\n",
+		"modules.softdep": "softdep x pre: crypto-y missing post: z\nsoftdep z pre: x\nsoftdep y ignored-without-mode\n",
+	})
+	ix, err := ReadIndex(dir)
+	require.NoError(t, err)
+	got, err := ix.Order("x")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"y", "x", "z"}, got)
+}

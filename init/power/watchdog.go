@@ -1,0 +1,216 @@
+package power
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Watchdog feeds a hardware watchdog (/dev/watchdog) while init is healthy.
+// Once the device is opened, the machine resets unless it is fed at least
+// every Timeout: that covers a kernel or init that hangs.
+//
+// Feeding happens on a goroutine of its own, so a hung main loop would not
+// stop it by itself. Two checks close that gap: Healthy, a function the
+// feeder calls before each feed, and Heartbeat, a maximum age for the last
+// Beat call (zero disables it). A main loop that calls Beat on each turn
+// and stops turning lets the watchdog fire. Any step that may legitimately
+// block for longer than Heartbeat (e2fsck of a large disk) must keep
+// calling Beat, or leave Heartbeat zero.
+type Watchdog struct {
+	// Path is the device, default /dev/watchdog.
+	Path string
+	// Timeout is asked of the driver with WDIOC_SETTIMEOUT, default 30s.
+	// A driver that cannot set it keeps its own, which is logged.
+	Timeout time.Duration
+	// Interval between feeds; default a third of the driver's timeout.
+	Interval time.Duration
+	// Healthy says whether to feed; nil means always.
+	Healthy func() bool
+	// Heartbeat is how old the last Beat may be for the feeder to feed.
+	Heartbeat time.Duration
+	// Log prints init's messages.
+	Log func(format string, args ...any)
+
+	// open opens the device; tests replace it.
+	open func(path string) (device, error)
+	// ticker makes the feeding clock; tests replace it to drive ticks.
+	ticker func(d time.Duration) (<-chan time.Time, func())
+
+	beat atomic.Int64 // unix nanoseconds of the last Beat
+
+	mu       sync.Mutex
+	dev      device
+	timeout  time.Duration // the driver's, once known; 0 if unknown
+	forced   bool          // Close could not disarm: feed regardless
+	stopc    chan struct{}
+	loopDone chan struct{}
+	starving bool // the last tick did not feed
+}
+
+// device is an open watchdog.
+type device interface {
+	// SetTimeout asks for a timeout and returns the one in force (0 if
+	// unknown), with an error when the driver refused.
+	SetTimeout(d time.Duration) (time.Duration, error)
+	Keepalive() error
+	// MagicClose reports whether writing 'V' before closing stops the
+	// watchdog.
+	MagicClose() bool
+	// Disarm writes 'V' and closes the device.
+	Disarm() error
+}
+
+func (w *Watchdog) logf(format string, args ...any) {
+	if w.Log != nil {
+		w.Log(format, args...)
+	}
+}
+
+// Start opens and arms the watchdog and starts feeding it. When there is no
+// watchdog the error wraps fs.ErrNotExist.
+func (w *Watchdog) Start() error {
+	if w.Path == "" {
+		w.Path = "/dev/watchdog"
+	}
+	if w.Timeout <= 0 {
+		w.Timeout = 30 * time.Second
+	}
+	open := w.open
+	if open == nil {
+		open = openDevice
+	}
+	dev, err := open(w.Path)
+	if err != nil {
+		return fmt.Errorf("open watchdog %s: %w", w.Path, err)
+	}
+	timeout, err := dev.SetTimeout(w.Timeout)
+	switch {
+	case err != nil && timeout > 0:
+		w.logf("watchdog %s: set timeout %s: %v; the driver's is %s", w.Path, w.Timeout, err, timeout)
+	case err != nil:
+		w.logf("watchdog %s: set timeout %s: %v; the driver's is unknown", w.Path, w.Timeout, err)
+	}
+	interval := w.Interval
+	if interval <= 0 {
+		interval = time.Second // unknown timeout: feed often, it is cheap
+		if timeout > 0 {
+			interval = timeout / 3
+		}
+	}
+	if err := dev.Keepalive(); err != nil {
+		w.logf("watchdog %s: feed: %v", w.Path, err)
+	}
+	w.Beat()
+	w.mu.Lock()
+	w.dev, w.timeout = dev, timeout
+	w.stopc, w.loopDone = make(chan struct{}), make(chan struct{})
+	w.mu.Unlock()
+	ticker := w.ticker
+	if ticker == nil {
+		ticker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	ticks, stop := ticker(interval)
+	go w.loop(ticks, stop)
+	w.logf("watchdog %s armed: timeout %s, fed every %s", w.Path, timeout, interval)
+	return nil
+}
+
+// Beat tells the watchdog the main loop is alive.
+func (w *Watchdog) Beat() { w.beat.Store(time.Now().UnixNano()) }
+
+func (w *Watchdog) loop(ticks <-chan time.Time, stop func()) {
+	defer close(w.loopDone)
+	defer stop()
+	for {
+		select {
+		case <-w.stopc:
+			return
+		case <-ticks:
+		}
+		w.tick()
+	}
+}
+
+// tick feeds the watchdog unless init looks unhealthy. It logs when
+// feeding stops and when it resumes, not on every tick.
+func (w *Watchdog) tick() {
+	w.mu.Lock()
+	forced, dev := w.forced, w.dev
+	w.mu.Unlock()
+	if dev == nil {
+		return // Close is disarming it
+	}
+	why := ""
+	if !forced {
+		why = w.unhealthy()
+	}
+	if why != "" {
+		if !w.starving {
+			w.logf("watchdog: not feeding: %s; the machine resets within %s", why, w.timeoutString())
+		}
+		w.starving = true
+		return
+	}
+	if w.starving {
+		w.logf("watchdog: feeding again")
+		w.starving = false
+	}
+	if err := dev.Keepalive(); err != nil {
+		w.logf("watchdog %s: feed: %v", w.Path, err)
+	}
+}
+
+func (w *Watchdog) unhealthy() string {
+	if w.Heartbeat > 0 {
+		if age := time.Since(time.Unix(0, w.beat.Load())); age > w.Heartbeat {
+			return fmt.Sprintf("no heartbeat from init for %s", age.Round(time.Millisecond))
+		}
+	}
+	if w.Healthy != nil && !w.Healthy() {
+		return "unhealthy"
+	}
+	return ""
+}
+
+func (w *Watchdog) timeoutString() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timeout == 0 {
+		return "the driver's timeout"
+	}
+	return w.timeout.String()
+}
+
+// Close prepares the watchdog for a clean power-off or reboot. A driver
+// with magic close is disarmed: feeding stops and 'V' is written before the
+// device is closed. Otherwise closing would leave it running unfed, so
+// Close keeps feeding it, regardless of Healthy and Beat, until the
+// reboot(2) in Halt ends everything. Call it last, just before Halt.
+func (w *Watchdog) Close() error {
+	w.mu.Lock()
+	dev := w.dev
+	if dev == nil || w.forced {
+		w.mu.Unlock()
+		return nil
+	}
+	if !dev.MagicClose() {
+		w.forced = true
+		w.mu.Unlock()
+		w.logf("watchdog %s: no magic close; feeding it until the end", w.Path)
+		return nil
+	}
+	w.dev = nil // a second Close returns at once
+	w.mu.Unlock()
+	close(w.stopc)
+	<-w.loopDone
+	if err := dev.Disarm(); err != nil {
+		return fmt.Errorf("disarm watchdog %s: %w", w.Path, err)
+	}
+	w.logf("watchdog %s disarmed", w.Path)
+	return nil
+}

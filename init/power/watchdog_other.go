@@ -1,0 +1,9 @@
+//go:build !linux
+
+package power
+
+import "errors"
+
+func openDevice(string) (device, error) {
+	return nil, errors.New("watchdog needs Linux")
+}

@@ -1,0 +1,359 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Backoff is the delay before a crashed child is started again. The delay
+// starts at Initial and grows by Factor after each quick exit, up to Max; a
+// child that ran for at least Reset before it exited is restarted after
+// Initial again. Zero fields take the defaults in DefaultBackoff.
+type Backoff struct {
+	Initial time.Duration
+	Max     time.Duration
+	Factor  float64
+	Reset   time.Duration
+}
+
+// DefaultBackoff is the backoff for etcd: 1s, 2s, 4s ... 30s, reset after a
+// minute of stable running.
+var DefaultBackoff = Backoff{Initial: time.Second, Max: 30 * time.Second, Factor: 2, Reset: time.Minute}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = DefaultBackoff.Initial
+	}
+	if b.Max <= 0 {
+		b.Max = DefaultBackoff.Max
+	}
+	if b.Max < b.Initial {
+		b.Max = b.Initial
+	}
+	if b.Factor < 1 {
+		b.Factor = DefaultBackoff.Factor
+	}
+	if b.Reset <= 0 {
+		b.Reset = DefaultBackoff.Reset
+	}
+	return b
+}
+
+// delay returns the delay after the given number of consecutive quick
+// failures (0 for the first).
+func (b Backoff) delay(failures int) time.Duration {
+	d := float64(b.Initial)
+	for range failures {
+		d *= b.Factor
+		if d >= float64(b.Max) {
+			return b.Max
+		}
+	}
+	return time.Duration(d)
+}
+
+// Supervisor keeps one child process running: it restarts it with
+// exponential backoff whenever it exits, until Stop. Set the fields, then
+// call Run once; a stopped Supervisor is not restarted.
+//
+//	s := &supervise.Supervisor{Name: "etcd", Path: "/usr/bin/etcd", Args: args,
+//		Stdout: io.MultiWriter(ring, log), Log: log.Printf}
+//	go s.Run(ctx)
+//	...
+//	err := s.Stop(30 * time.Second) // SIGTERM, then SIGKILL
+type Supervisor struct {
+	// Name names the child in log lines and prefixes each line of its
+	// output ("etcd: ...").
+	Name string
+	Path string
+	Args []string // not including argv[0]
+	// Env is the child's environment; nil means init's own.
+	Env []string
+	Dir string
+	// Stdout and Stderr receive the child's output, one prefixed line per
+	// Write. A nil Stderr means Stdout; both nil discard the output. Use
+	// sinks that do not block for long (console.Ring, console.Async): a
+	// blocked sink stalls the child in write(2).
+	Stdout, Stderr io.Writer
+	Backoff        Backoff
+	// StopTimeout is the grace period when Run's context ends (default
+	// 10s); Stop takes its own.
+	StopTimeout time.Duration
+	// OnStart is called with the pid of each started child.
+	OnStart func(pid int)
+	// OnExit is called after each exit of the child, the last one after
+	// Stop included, with nil for exit status 0 and otherwise the
+	// *ExitError (or the error from starting it), and the number of
+	// restarts before this run. It runs on Run's goroutine.
+	OnExit func(err error, restarts int)
+	// Log prints init's messages (console.Logger.Printf); default
+	// log.Printf.
+	Log func(format string, args ...any)
+	// SysProcAttr defaults to a new process group; see sysProcAttr.
+	SysProcAttr *syscall.SysProcAttr
+
+	mu       sync.Mutex
+	running  bool
+	stopping bool
+	stopc    chan struct{} // closed by Stop
+	done     chan struct{} // closed when Run returns
+	proc     *Process
+	restarts int
+}
+
+func (s *Supervisor) initLocked() {
+	if s.stopc == nil {
+		s.stopc = make(chan struct{})
+		s.done = make(chan struct{})
+	}
+}
+
+func (s *Supervisor) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+var errStopping = errors.New("stopping")
+
+// Run starts the child and restarts it whenever it exits, until Stop is
+// called (then it returns nil) or ctx ends (then it stops the child with
+// StopTimeout and returns ctx.Err()). Each restart is logged as
+// "<name> exited: <status>; restarting in <delay> (restart <n>)".
+func (s *Supervisor) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.initLocked()
+	if s.running {
+		s.mu.Unlock()
+		return errors.New("supervise: Run called twice")
+	}
+	s.running = true
+	s.mu.Unlock()
+	defer close(s.done)
+
+	b := s.Backoff.withDefaults()
+	failures := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		started := time.Now()
+		p, out, err := s.start()
+		if errors.Is(err, errStopping) {
+			return nil
+		}
+		if err == nil {
+			if s.OnStart != nil {
+				s.OnStart(p.Pid())
+			}
+			select {
+			case <-p.Done():
+			case <-ctx.Done():
+				if serr := s.Stop(s.stopTimeout()); serr != nil {
+					s.logf("%v", serr)
+				}
+			}
+			err = p.Wait()
+			for _, lw := range out {
+				lw.Flush()
+			}
+			s.mu.Lock()
+			s.proc = nil
+			stopping := s.stopping
+			restarts := s.restarts
+			s.mu.Unlock()
+			if stopping {
+				s.logf("%s stopped: %s", s.Name, p.Status())
+				if s.OnExit != nil {
+					s.OnExit(err, restarts)
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return nil
+			}
+		}
+
+		if time.Since(started) >= b.Reset {
+			failures = 0
+		}
+		delay := b.delay(failures)
+		failures++
+		s.mu.Lock()
+		restarts := s.restarts
+		s.restarts++
+		s.mu.Unlock()
+		if p != nil {
+			s.logf("%s exited: %s; restarting in %s (restart %d)", s.Name, p.Status(), delay, restarts+1)
+		} else {
+			s.logf("%s did not start: %v; retrying in %s (restart %d)", s.Name, err, delay, restarts+1)
+		}
+		if s.OnExit != nil {
+			s.OnExit(err, restarts)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-s.stopc:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Supervisor) stopTimeout() time.Duration {
+	if s.StopTimeout > 0 {
+		return s.StopTimeout
+	}
+	return 10 * time.Second
+}
+
+// start starts one child, unless Stop was called. Holding mu across the
+// start means Stop either sees the new child or stops it from starting.
+func (s *Supervisor) start() (*Process, []*lineWriter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil, nil, errStopping
+	}
+	cmd := exec.Command(s.Path, s.Args...)
+	cmd.Env = s.Env
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = s.SysProcAttr
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = sysProcAttr()
+	}
+	// Give up on the output pipes shortly after the child exits, in case
+	// something it spawned still holds them.
+	cmd.WaitDelay = 2 * time.Second
+	var out []*lineWriter
+	prefix := s.Name + ": "
+	stderr := s.Stderr
+	if stderr == nil {
+		stderr = s.Stdout
+	}
+	if s.Stdout != nil {
+		lw := newLineWriter(prefix, s.Stdout)
+		cmd.Stdout = lw
+		out = append(out, lw)
+	}
+	if stderr != nil {
+		if sameWriter(stderr, s.Stdout) {
+			cmd.Stderr = cmd.Stdout
+		} else {
+			lw := newLineWriter(prefix, stderr)
+			cmd.Stderr = lw
+			out = append(out, lw)
+		}
+	}
+	p, err := Start(cmd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", s.Path, err)
+	}
+	s.proc = p
+	return p, out, nil
+}
+
+// Stop stops the child and keeps Run from restarting it: it sends SIGTERM,
+// waits up to timeout for the child to exit, then sends SIGKILL. It returns
+// once the child has been reaped, with an error when SIGKILL was needed or
+// the child outlived it. It may be called before or after Run, and more
+// than once.
+func (s *Supervisor) Stop(timeout time.Duration) error {
+	s.mu.Lock()
+	s.initLocked()
+	if !s.stopping {
+		s.stopping = true
+		close(s.stopc)
+	}
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return nil
+		}
+		s.logf("stop %s: SIGTERM: %v", s.Name, err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.Done():
+		return nil
+	case <-t.C:
+	}
+	s.logf("%s (pid %d) still running %s after SIGTERM; sending SIGKILL", s.Name, p.Pid(), timeout)
+	if err := p.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop %s (pid %d): SIGKILL: %w", s.Name, p.Pid(), err)
+	}
+	// A process in uninterruptible sleep (stuck I/O) can outlive SIGKILL;
+	// do not hang the shutdown on it.
+	k := time.NewTimer(killWait)
+	defer k.Stop()
+	select {
+	case <-p.Done():
+		return fmt.Errorf("stop %s (pid %d): killed after %s without exiting on SIGTERM", s.Name, p.Pid(), timeout)
+	case <-k.C:
+		return fmt.Errorf("stop %s (pid %d): still running %s after SIGKILL", s.Name, p.Pid(), killWait)
+	}
+}
+
+// killWait bounds the wait for a child to die after SIGKILL.
+const killWait = 5 * time.Second
+
+// Pid returns the pid of the running child, or 0 when none runs.
+func (s *Supervisor) Pid() int {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	select {
+	case <-p.Done():
+		return 0
+	default:
+		return p.Pid()
+	}
+}
+
+// Signal sends sig to the running child (e.g. SIGKILL from a test hook).
+func (s *Supervisor) Signal(sig os.Signal) error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("signal %s: not running", s.Name)
+	}
+	return p.Signal(sig)
+}
+
+// Restarts returns how many times the child was restarted.
+func (s *Supervisor) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
+// Done is closed when Run has returned.
+func (s *Supervisor) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.initLocked()
+	return s.done
+}
