@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/image"
+)
+
+func init() { commands = append(commands, newBuildCommand) }
+
+// buildFlags are the flags of `etcdbox build`; an empty path means the
+// default that defaultInputs finds.
+type buildFlags struct {
+	output, format, kernel, modules, etcd, init, bootloader string
+	cmdline, size, seed, push, version, toolsRoot           string
+}
+
+func newBuildCommand() *cobra.Command {
+	var f buildFlags
+	cmd := &cobra.Command{
+		Use:   "build -o FILE",
+		Short: "Build a bootable disk image or an OCI image of an etcd node",
+		Long: `Build turns a kernel, the etcdbox init and upstream etcd into a bootable
+GPT disk (--format raw, the default) or an OCI image (--format oci: a
+tarball when -o ends in .tar, else an OCI image layout directory).
+
+Inputs default to the cache hack/deps.sh fills ($ETCDBOX_CACHE/sysroot or
+.cache/sysroot), else the host: the newest /boot/vmlinuz-* with its
+/lib/modules, and systemd-boot from the systemd-boot-efi package. etcd and
+init default to the files next to the etcdbox binary. SOURCE_DATE_EPOCH
+sets every time stamp; equal inputs give byte-identical images.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			res, err := image.Build(cmd.Context(), cfg)
+			if errors.Is(err, image.ErrSizeTooSmall) {
+				return fmt.Errorf("--size %s: %w", f.size, err)
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if cfg.Output != "" {
+				fmt.Fprintf(out, "wrote %s (%s)\n", cfg.Output, cfg.Format)
+			}
+			if res.Digest != "" {
+				fmt.Fprintf(out, "digest %s\n", res.Digest)
+			}
+			if cfg.Push != "" {
+				fmt.Fprintf(out, "pushed %s\n", cfg.Push)
+			}
+			fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules\n",
+				res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "", "image file, or OCI layout directory / .tar")
+	fl.StringVar(&f.format, "format", string(image.FormatRaw), "output format: raw or oci")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel bzImage (default: newest cached or host /boot/vmlinuz-*)")
+	fl.StringVar(&f.modules, "modules", "", "module directory /lib/modules/<release> (default: the kernel's)")
+	fl.StringVar(&f.etcd, "etcd", "", "static etcd server binary (default: etcd next to etcdbox)")
+	fl.StringVar(&f.init, "init", "", "static etcdbox init binary (default: init next to etcdbox)")
+	fl.StringVar(&f.bootloader, "bootloader", "", "systemd-boot EFI binary (default: cached or host systemd-bootx64.efi)")
+	fl.StringVar(&f.cmdline, "cmdline", "", "extra kernel command-line arguments")
+	fl.StringVar(&f.size, "size", "1G", "raw disk size (bytes, or with K, M, G suffix)")
+	fl.StringVar(&f.seed, "seed", "", "seed YAML to bake into the image")
+	fl.StringVar(&f.push, "push", "", "push the OCI image to this reference")
+	fl.StringVar(&f.version, "version", "dev", "version recorded in /etc/etcdbox/release")
+	fl.StringVar(&f.toolsRoot, "tools-root", "/", "root to take e2fsprogs and their libraries from")
+	return cmd
+}
+
+// config turns the flags into an image.Config, filling in defaults.
+func (f buildFlags) config() (image.Config, error) {
+	size, err := parseSize(f.size)
+	if err != nil {
+		return image.Config{}, fmt.Errorf("--size %s: %w", f.size, err)
+	}
+	epoch, err := image.EpochFromEnv()
+	if err != nil {
+		return image.Config{}, err
+	}
+	cfg := image.Config{
+		Kernel: f.kernel, Modules: f.modules, Etcd: f.etcd, Init: f.init, Bootloader: f.bootloader,
+		ToolsRoot: f.toolsRoot, Cmdline: f.cmdline, Seed: f.seed, Size: size,
+		Format: image.Format(f.format), Output: f.output, Push: f.push,
+		SourceDateEpoch: epoch, Version: f.version,
+	}
+	if cfg.Output == "" && cfg.Push == "" {
+		return cfg, errors.New("-o/--output: no output given")
+	}
+	return cfg, defaultInputs(&cfg)
+}
+
+// sysroots lists where default inputs are looked for, in order: the
+// dependency cache ($ETCDBOX_CACHE, ./.cache, or the .cache of the
+// checkout the etcdbox binary was built in), then the host.
+func sysroots() []string {
+	var roots []string
+	if c := os.Getenv("ETCDBOX_CACHE"); c != "" {
+		roots = append(roots, filepath.Join(c, "sysroot"))
+	}
+	roots = append(roots, filepath.Join(".cache", "sysroot"))
+	if exe, err := os.Executable(); err == nil {
+		roots = append(roots, filepath.Join(filepath.Dir(exe), "..", ".cache", "sysroot"))
+	}
+	return append(roots, "/")
+}
+
+// defaultInputs fills in the inputs the flags left empty.
+func defaultInputs(cfg *image.Config) error {
+	roots := sysroots()
+	switch {
+	case cfg.Kernel == "":
+		for _, r := range roots {
+			if k, m, err := image.FindKernel(r); err == nil {
+				cfg.Kernel = k
+				if cfg.Modules == "" {
+					cfg.Modules = m
+				}
+				break
+			}
+		}
+		if cfg.Kernel == "" {
+			return fmt.Errorf("--kernel: no kernel found under %s; run hack/deps.sh or give --kernel", strings.Join(roots, ", "))
+		}
+	case cfg.Modules == "":
+		// .../boot/vmlinuz-<release> -> .../lib/modules/<release>
+		base := filepath.Base(cfg.Kernel)
+		if !strings.HasPrefix(base, "vmlinuz-") {
+			return fmt.Errorf("--modules: cannot derive it from --kernel %s; give --modules", cfg.Kernel)
+		}
+		root := filepath.Dir(filepath.Dir(cfg.Kernel))
+		cfg.Modules = filepath.Join(root, "lib", "modules", strings.TrimPrefix(base, "vmlinuz-"))
+	}
+	if cfg.Bootloader == "" && cfg.Format != image.FormatOCI {
+		for _, r := range roots {
+			if p := image.BootloaderPath(r); fileExists(p) {
+				cfg.Bootloader = p
+				break
+			}
+		}
+		if cfg.Bootloader == "" {
+			return errors.New("--bootloader: systemd-bootx64.efi not found; install systemd-boot-efi, run hack/deps.sh, or give --bootloader")
+		}
+	}
+	exe, err := os.Executable()
+	for _, b := range []struct {
+		flag string
+		p    *string
+	}{{"etcd", &cfg.Etcd}, {"init", &cfg.Init}} {
+		if *b.p != "" {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("--%s: locate etcdbox binary: %w", b.flag, err)
+		}
+		*b.p = filepath.Join(filepath.Dir(exe), b.flag)
+		if !fileExists(*b.p) {
+			return fmt.Errorf("--%s: %s does not exist; run make build or give --%s", b.flag, *b.p, b.flag)
+		}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// parseSize parses "1073741824", "512M", "1G" or "1GiB" (binary units).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
+	shift := 0
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+	}
+	if shift > 0 {
+		t = t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("want a positive size such as 1G or 600M, got %q", s)
+	}
+	return n << shift, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/internal/testenv"
+)
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     int64
+		wantErr  bool
+	}{
+		{name: "bytes", in: "606076928", want: 606076928},
+		{name: "G", in: "1G", want: 1 << 30},
+		{name: "GiB", in: "2GiB", want: 2 << 30},
+		{name: "lower case M", in: "600m", want: 600 << 20},
+		{name: "MB", in: "578MB", want: 578 << 20},
+		{name: "K", in: "4K", want: 4 << 10},
+		{name: "empty", in: "", wantErr: true},
+		{name: "zero", in: "0", wantErr: true},
+		{name: "negative", in: "-1G", wantErr: true},
+		{name: "junk", in: "big", wantErr: true},
+		{name: "overflow", in: "99999999999T", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSize(tc.in)
+			if tc.wantErr {
+				assert.Error(t, err, "parseSize(%q) = %d", tc.in, got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "parseSize(%q)", tc.in)
+		})
+	}
+}
+
+// buildArgs returns `etcdbox build` arguments with explicit binaries: in
+// a test, "next to the etcdbox binary" is the test binary's directory.
+func buildArgs(t *testing.T, extra ...string) []string {
+	return append([]string{"build", "--etcd", testenv.Bin(t, "etcd"), "--init", testenv.Bin(t, "etcdctl")}, extra...)
+}
+
+func TestBuildCommandErrors(t *testing.T) {
+	t.Chdir(testenv.Root(t)) // the defaults find .cache/sysroot
+	vmlinuz, _ := testenv.Kernel(t)
+	for _, tc := range []struct {
+		name string
+		args func(out string) []string
+		env  string // SOURCE_DATE_EPOCH
+		want []string
+	}{
+		{name: "unknown format", args: func(out string) []string { return buildArgs(t, "-o", out, "--format", "qcow3") },
+			want: []string{`"qcow3"`}},
+		{name: "size too small", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "100M") },
+			want: []string{"--size 100M", "578 MiB"}},
+		{name: "size unparsable", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "huge") },
+			want: []string{"--size huge"}},
+		{name: "missing kernel", args: func(out string) []string {
+			return buildArgs(t, "-o", out, "--kernel", "/nonexistent/vmlinuz-6.1.0-57-amd64")
+		}, want: []string{"/nonexistent/vmlinuz-6.1.0-57-amd64"}},
+		{name: "kernel without modules", args: func(out string) []string {
+			return buildArgs(t, "-o", out, "--kernel", vmlinuz, "--modules", "/nonexistent/modules")
+		}, want: []string{"modules", "/nonexistent/modules"}},
+		{name: "missing e2fsprogs", args: func(out string) []string {
+			return buildArgs(t, "-o", out, "--format", "oci", "--push", "127.0.0.1:1/a:b", "--tools-root", "/nonexistent")
+		}, want: []string{"mke2fs", "/nonexistent"}},
+		{name: "raw cannot be pushed", args: func(out string) []string { return buildArgs(t, "-o", out, "--push", "127.0.0.1:1/a:b") },
+			want: []string{"push", "127.0.0.1:1/a:b"}},
+		{name: "no output", args: func(string) []string { return buildArgs(t) }, want: []string{"--output"}},
+		{name: "default etcd missing", args: func(out string) []string { return []string{"build", "-o", out} },
+			want: []string{"--etcd"}},
+		{name: "bad SOURCE_DATE_EPOCH", args: func(out string) []string { return buildArgs(t, "-o", out) }, env: "yesterday",
+			want: []string{"SOURCE_DATE_EPOCH", "yesterday"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("SOURCE_DATE_EPOCH", tc.env)
+			}
+			dir := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args(filepath.Join(dir, "etcdbox.img")), &stdout, &stderr)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "output left behind")
+		})
+	}
+}
+
+// TestBuildCommand builds a raw disk through the CLI with the default
+// kernel, modules and bootloader (the cache) and a custom size.
+func TestBuildCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a disk image; runs without -short")
+	}
+	t.Chdir(testenv.Root(t))
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	out := filepath.Join(t.TempDir(), "etcdbox.img")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1"), &stdout, &stderr)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
+	fi, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, int64(600<<20), fi.Size())
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+}

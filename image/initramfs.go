@@ -1,0 +1,224 @@
+package image
+
+import (
+	"compress/gzip"
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+)
+
+// e2fsprogs are the programs init runs to create, check and grow the DATA
+// filesystem; they come from cfg.ToolsRoot with their shared libraries.
+var e2fsprogs = []string{"mke2fs", "e2fsck", "resize2fs"}
+
+// rootTree assembles the root filesystem of a node, laid out as in the
+// "Initramfs layout" contract. It is the initramfs and also the root of
+// the OCI image. It returns the tree and the module files it carries.
+func rootTree(cfg Config) (*tree, []string, error) {
+	t := newTree()
+	for _, d := range []string{"dev", "proc", "sys", "run", "etc", "var/lib/etcdbox", "boot/efi", "usr/bin", "usr/sbin"} {
+		if err := t.dir(d, 0o755); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := t.dir("tmp", fs.ModeSticky|0o777); err != nil {
+		return nil, nil, err
+	}
+	// The kernel opens /dev/console for PID 1 before init can mount
+	// devtmpfs, so these two nodes must exist in the archive itself.
+	if err := t.charDev("dev/console", 5, 1, 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := t.charDev("dev/null", 1, 3, 0o666); err != nil {
+		return nil, nil, err
+	}
+	// e2fsprogs refuse to resize a filesystem when they cannot tell
+	// whether it is mounted; init mounts /proc, this makes it their mtab.
+	if err := t.symlink("etc/mtab", "../proc/self/mounts"); err != nil {
+		return nil, nil, err
+	}
+	for _, b := range []struct{ what, src, dst string }{
+		{"init", cfg.Init, "init"},
+		{"etcd", cfg.Etcd, "usr/bin/etcd"},
+	} {
+		if err := checkStatic(b.src); err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", b.what, b.src, err)
+		}
+		if err := t.file(b.dst, b.src, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", b.what, b.src, err)
+		}
+	}
+	if err := addE2fsprogs(t, cfg.ToolsRoot); err != nil {
+		return nil, nil, err
+	}
+	mods, err := addModules(t, cfg.Modules, cfg.Drivers)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Seed != "" {
+		if err := t.file("etc/etcdbox/seed.yaml", cfg.Seed, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("seed %s: %w", cfg.Seed, err)
+		}
+	}
+	release := fmt.Sprintf("version=%s\netcd=%s\nkernel=%s\nbuilt=%d\n",
+		cfg.Version, etcdVersion(cfg.Etcd), filepath.Base(cfg.Modules), cfg.SourceDateEpoch)
+	if err := t.bytes("etc/etcdbox/release", []byte(release), 0o644); err != nil {
+		return nil, nil, err
+	}
+	return t, mods, nil
+}
+
+// checkStatic accepts an amd64 ELF executable without an interpreter:
+// init and etcd run before anything could provide their libraries.
+func checkStatic(file string) error {
+	interp, _, _, err := elfDeps(file)
+	if err != nil {
+		return err
+	}
+	if interp != "" {
+		return fmt.Errorf("dynamically linked (interpreter %s); build it with CGO_ENABLED=0", interp)
+	}
+	return nil
+}
+
+// addE2fsprogs adds mke2fs, e2fsck and resize2fs at /usr/sbin, the
+// libraries and loader they need, and /etc/mke2fs.conf.
+func addE2fsprogs(t *tree, root string) error {
+	if root == "" {
+		root = "/"
+	}
+	var bins []string
+	for _, name := range e2fsprogs {
+		found := ""
+		for _, dir := range []string{"/usr/sbin", "/sbin"} {
+			if h, err := resolveIn(root, path.Join(dir, name)); err == nil {
+				found = path.Join(dir, name)
+				if err := t.file("usr/sbin/"+name, h, 0o755); err != nil {
+					return fmt.Errorf("e2fsprogs: %w", err)
+				}
+				break
+			}
+		}
+		if found == "" {
+			return fmt.Errorf("e2fsprogs: %s not found in /usr/sbin or /sbin under %s (install e2fsprogs)", name, root)
+		}
+		bins = append(bins, found)
+	}
+	libs, err := sharedLibs(root, bins)
+	if err != nil {
+		return fmt.Errorf("e2fsprogs: %w", err)
+	}
+	for dest, host := range libs {
+		if err := t.file(dest, host, 0o755); err != nil {
+			return fmt.Errorf("e2fsprogs: %w", err)
+		}
+	}
+	conf, err := resolveIn(root, "/etc/mke2fs.conf")
+	if err == nil {
+		err = t.file("etc/mke2fs.conf", conf, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("e2fsprogs: /etc/mke2fs.conf under %s: %w", root, err)
+	}
+	return nil
+}
+
+// addModules adds the module files of the driver set to
+// /lib/modules/<release>/ with the metadata files filtered to match.
+func addModules(t *tree, dir string, drivers []string) ([]string, error) {
+	ix, err := loadModules(dir)
+	if err != nil {
+		return nil, fmt.Errorf("modules %s: %w", dir, err)
+	}
+	mods, err := ix.resolve(drivers)
+	if err != nil {
+		return nil, err
+	}
+	base := path.Join("lib/modules", filepath.Base(dir))
+	for _, m := range mods {
+		if err := t.file(path.Join(base, m), filepath.Join(dir, m), 0o644); err != nil {
+			return nil, fmt.Errorf("modules %s: %w", dir, err)
+		}
+	}
+	for name, data := range ix.metadata(mods) {
+		if err := t.bytes(path.Join(base, name), data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return mods, nil
+}
+
+// etcdVersion reads the version of the etcd server module from the Go
+// build information of the binary, "unknown" when it has none.
+func etcdVersion(file string) string {
+	const mod = "go.etcd.io/etcd/server/v3"
+	bi, err := buildinfo.ReadFile(file)
+	if err != nil {
+		return "unknown"
+	}
+	if bi.Main.Path == mod && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == mod {
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+// InitrdInfo describes an initramfs Build wrote.
+type InitrdInfo struct {
+	// Size is the length of the compressed initrd.
+	Size int64
+	// Uncompressed is the length of the cpio archive inside it.
+	Uncompressed int64
+	// Modules lists the kernel module files it carries, relative to the
+	// modules directory.
+	Modules []string
+}
+
+// WriteInitrd writes the gzip-compressed newc initramfs of cfg to w. The
+// kernel's CONFIG_RD_GZIP unpacks it; the gzip header carries no name or
+// time, so equal inputs give equal bytes.
+func WriteInitrd(ctx context.Context, cfg Config, w io.Writer) (InitrdInfo, error) {
+	cfg, err := cfg.check(false)
+	if err != nil {
+		return InitrdInfo{}, err
+	}
+	t, mods, err := rootTree(cfg)
+	if err != nil {
+		return InitrdInfo{}, err
+	}
+	return writeInitrd(ctx, w, t, mods, cfg.SourceDateEpoch)
+}
+
+func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch int64) (InitrdInfo, error) {
+	cw := &countWriter{w: w}
+	zw, err := gzip.NewWriterLevel(cw, gzip.DefaultCompression)
+	if err != nil {
+		return InitrdInfo{}, err
+	}
+	n, err := writeCPIO(ctx, zw, t, epoch)
+	if err != nil {
+		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
+	}
+	return InitrdInfo{Size: cw.n, Uncompressed: n, Modules: mods}, nil
+}
+
+// fileBytes reads a whole input file, naming it in the error.
+func fileBytes(what, file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, file, err)
+	}
+	return b, nil
+}

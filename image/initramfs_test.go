@@ -1,0 +1,252 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var unpacked struct {
+	once sync.Once
+	dir  string
+	info InitrdInfo
+	err  error
+}
+
+// unpackedInitrd writes the initrd of testConfig and unpacks it with the
+// host's gzip and cpio, as the kernel would.
+func unpackedInitrd(t *testing.T) (string, InitrdInfo) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds an initramfs; runs without -short")
+	}
+	cfg := testConfig(t)
+	unpacked.once.Do(func() {
+		gz := filepath.Join(scratch, "initrd")
+		f, err := os.Create(gz)
+		if err != nil {
+			unpacked.err = err
+			return
+		}
+		unpacked.info, unpacked.err = WriteInitrd(context.Background(), cfg, f)
+		f.Close()
+		if unpacked.err != nil {
+			return
+		}
+		unpacked.dir = filepath.Join(scratch, "initrd.d")
+		if unpacked.err = os.Mkdir(unpacked.dir, 0o755); unpacked.err != nil {
+			return
+		}
+		cmd := exec.Command("sh", "-c", "gzip -dc \"$1\" | cpio -idm --quiet --no-absolute-filenames", "sh", gz)
+		cmd.Dir = unpacked.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			unpacked.err = &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out}
+		}
+	})
+	require.NoError(t, unpacked.err, "write and unpack the initrd")
+	return unpacked.dir, unpacked.info
+}
+
+// initrdBytes returns the initrd WriteInitrd made of testConfig.
+func initrdBytes(t *testing.T) []byte {
+	t.Helper()
+	unpackedInitrd(t)
+	b, err := os.ReadFile(filepath.Join(scratch, "initrd"))
+	require.NoError(t, err)
+	return b
+}
+
+func TestInitramfsLayout(t *testing.T) {
+	root, info := unpackedInitrd(t)
+	cfg := testConfig(t)
+	for _, d := range []string{"dev", "proc", "sys", "run", "tmp", "etc", "var/lib/etcdbox", "boot/efi"} {
+		fi, err := os.Stat(filepath.Join(root, d))
+		if assert.NoError(t, err, "/%s", d) {
+			assert.True(t, fi.IsDir(), "/%s is a directory", d)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(root, "tmp"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.ModeDir|fs.ModeSticky|0o777, fi.Mode(), "/tmp mode")
+
+	for _, dev := range []struct {
+		path         string
+		major, minor uint64
+	}{{"dev/console", 5, 1}, {"dev/null", 1, 3}} {
+		fi, err := os.Lstat(filepath.Join(root, dev.path))
+		if assert.NoError(t, err) {
+			assert.NotZero(t, fi.Mode()&fs.ModeCharDevice, "/%s is a character device", dev.path)
+			rdev := fi.Sys().(*syscall.Stat_t).Rdev
+			assert.Equal(t, [2]uint64{dev.major, dev.minor}, [2]uint64{rdev >> 8, rdev & 0xff}, "/%s numbers", dev.path)
+		}
+	}
+
+	for _, f := range []struct{ inRoot, src string }{
+		{"init", cfg.Init}, {"usr/bin/etcd", cfg.Etcd}, {"etc/mke2fs.conf", "/etc/mke2fs.conf"},
+	} {
+		assert.Equal(t, fileDigest(t, f.src), fileDigest(t, filepath.Join(root, f.inRoot)), "/%s differs from %s", f.inRoot, f.src)
+	}
+	fi, err = os.Stat(filepath.Join(root, "init"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), fi.Mode(), "/init mode")
+
+	release, err := os.ReadFile(filepath.Join(root, "etc/etcdbox/release"))
+	require.NoError(t, err)
+	assert.Equal(t, "version=test\netcd=v3.7.3\nkernel="+filepath.Base(cfg.Modules)+"\nbuilt=1700000000\n", string(release))
+	_, err = os.Stat(filepath.Join(root, "etc/etcdbox/seed.yaml"))
+	assert.True(t, os.IsNotExist(err), "no seed.yaml without a seed")
+
+	// The loader is a regular file where PT_INTERP says.
+	fi, err = os.Lstat(filepath.Join(root, "lib64/ld-linux-x86-64.so.2"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "/lib64/ld-linux-x86-64.so.2 is a regular file")
+	assert.NotEmpty(t, info.Modules)
+	assert.Greater(t, info.Uncompressed, info.Size, "the initrd is compressed")
+}
+
+// chroot runs a program inside the unpacked initramfs.
+func chroot(t *testing.T, root string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
+	require.NoError(t, err, "chroot %s: %s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// TestInitramfsE2fsprogs runs what init runs on DATA, inside the
+// initramfs: only its own libraries are there.
+func TestInitramfsE2fsprogs(t *testing.T) {
+	root, _ := unpackedInitrd(t)
+	// Stand in for the mounted /proc that /etc/mtab points at.
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "proc/self"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/self/mounts"), nil, 0o644))
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Join(root, "proc/self"))
+		os.Remove(filepath.Join(root, "scratch.img"))
+	})
+
+	chroot(t, root, "/usr/sbin/mke2fs", "-q", "-F", "-t", "ext4", "/scratch.img", "64M")
+	chroot(t, root, "/usr/sbin/e2fsck", "-fn", "/scratch.img")
+	require.NoError(t, os.Truncate(filepath.Join(root, "scratch.img"), 128<<20))
+	chroot(t, root, "/usr/sbin/e2fsck", "-fp", "/scratch.img")
+	chroot(t, root, "/usr/sbin/resize2fs", "/scratch.img", "128M")
+	chroot(t, root, "/usr/sbin/e2fsck", "-fn", "/scratch.img")
+
+	// The host's dumpe2fs confirms the new size.
+	out, err := exec.Command("dumpe2fs", "-h", filepath.Join(root, "scratch.img")).Output()
+	require.NoError(t, err)
+	var blocks, size string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		switch k {
+		case "Block count":
+			blocks = strings.TrimSpace(v)
+		case "Block size":
+			size = strings.TrimSpace(v)
+		}
+	}
+	assert.Contains(t, []string{"131072/1024", "32768/4096"}, blocks+"/"+size, "block count/size after resize2fs")
+}
+
+// TestInitramfsModules checks the modules in the initramfs against their
+// modules.dep, and that modules.dep against what the host's depmod
+// computes from the module files themselves.
+func TestInitramfsModules(t *testing.T) {
+	root, info := unpackedInitrd(t)
+	cfg := testConfig(t)
+	kver := filepath.Base(cfg.Modules)
+	mdir := filepath.Join(root, "lib/modules", kver)
+
+	deps := map[string][]string{}
+	b, err := os.ReadFile(filepath.Join(mdir, "modules.dep"))
+	require.NoError(t, err)
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		mod, rest, ok := strings.Cut(l, ":")
+		require.True(t, ok, "modules.dep line %q", l)
+		deps[mod] = strings.Fields(rest)
+	}
+	var files []string
+	require.NoError(t, filepath.WalkDir(filepath.Join(mdir, "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(mdir, p)
+			files = append(files, rel)
+		}
+		return err
+	}))
+	assert.ElementsMatch(t, info.Modules, files, "module files")
+	assert.ElementsMatch(t, files, keys2(deps), "modules.dep lists exactly the module files")
+	for mod, ds := range deps {
+		for _, d := range ds {
+			_, err := os.Stat(filepath.Join(mdir, d))
+			assert.NoError(t, err, "%s needs %s", mod, d)
+		}
+	}
+
+	builtin, err := os.ReadFile(filepath.Join(mdir, "modules.builtin"))
+	require.NoError(t, err)
+	for _, drv := range DefaultDrivers {
+		found := strings.Contains(string(builtin), "/"+drv+".ko")
+		for _, f := range files {
+			found = found || moduleName(f) == drv
+		}
+		assert.True(t, found, "driver %s is in the initramfs", drv)
+	}
+	alias, err := os.ReadFile(filepath.Join(mdir, "modules.alias"))
+	require.NoError(t, err)
+	assert.Contains(t, string(alias), " virtio_blk\n")
+	for _, l := range strings.Split(strings.TrimSpace(string(alias)), "\n") {
+		f := strings.Fields(l)
+		name := f[len(f)-1]
+		ok := false
+		for _, m := range files {
+			ok = ok || moduleName(m) == name
+		}
+		assert.True(t, ok, "modules.alias names %s, which is not there", name)
+	}
+
+	// depmod -n prints the modules.dep it computes from the symbols of
+	// the module files; dependencies missing from the tree would be
+	// missing from its lines too.
+	out, err := exec.Command("depmod", "-b", root, "-n", kver).Output()
+	require.NoError(t, err, "depmod")
+	computed := map[string][]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if mod, rest, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(mod, "kernel/") {
+			computed[mod] = strings.Fields(rest)
+		}
+	}
+	require.Len(t, computed, len(deps), "depmod lines")
+	for mod, ds := range deps {
+		assert.ElementsMatch(t, computed[mod], ds, "depmod's dependencies of %s", mod)
+	}
+}
+
+func keys2(m map[string][]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestInitramfsSeed(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Seed = filepath.Join(t.TempDir(), "seed.yaml")
+	require.NoError(t, os.WriteFile(cfg.Seed, []byte("cluster: demo\n"), 0o644))
+	tr, _, err := rootTree(cfg)
+	require.NoError(t, err)
+	n := tr.nodes["etc/etcdbox/seed.yaml"]
+	require.NotNil(t, n, "seed.yaml in the tree")
+	assert.Equal(t, cfg.Seed, n.src)
+	assert.Equal(t, fs.FileMode(0o600), n.mode, "the seed may hold keys")
+}
