@@ -81,7 +81,7 @@ func (n *node) watchReady(ctx context.Context) {
 			c.Close()
 		}
 	}()
-	up := false
+	up, restarts := false, 0
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -98,6 +98,11 @@ func (n *node) watchReady(ctx context.Context) {
 			}
 		}
 		err := ready(ctx, c)
+		// A restart between two probes still counts as an outage, so
+		// each new etcd process is announced once it serves.
+		if r := n.etcd.Restarts(); r != restarts {
+			restarts, up = r, false
+		}
 		switch {
 		case err == nil && !up:
 			up = true

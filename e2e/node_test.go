@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSingleNode boots one node and walks it through an operator's day:
+// TLS-only service, refusals, an etcd crash, a reset, a power-off and a
+// second boot, checking the data each time.
+func TestSingleNode(t *testing.T) {
+	pkiDir, img := fixture(t)
+	n := newNode(t, img)
+	n.boot(t)
+	n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
+
+	t.Run("put and get over mutual TLS", func(t *testing.T) {
+		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k1", "v1")
+		require.NoError(t, err, out)
+		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v1", out)
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		port := n.vm.HostPort(clientPort)
+		caPool := x509.NewCertPool()
+		caPEM, err := os.ReadFile(filepath.Join(pkiDir, "ca.crt"))
+		require.NoError(t, err)
+		require.True(t, caPool.AppendCertsFromPEM(caPEM))
+		get := func(c *http.Client, url string) error {
+			resp, err := c.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+				return fmt.Errorf("status %s", resp.Status)
+			}
+			return err
+		}
+		plain := &http.Client{Timeout: 10 * time.Second}
+		assert.Error(t, get(plain, fmt.Sprintf("http://127.0.0.1:%d/health", port)), "plain http must fail")
+
+		noCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool}}}
+		assert.Error(t, get(noCert, fmt.Sprintf("https://127.0.0.1:%d/health", port)), "TLS without a client certificate must fail")
+
+		other, err := pki.NewCA("other", time.Hour)
+		require.NoError(t, err)
+		certPEM, keyPEM, err := other.Issue(pki.Leaf{CommonName: "intruder", Client: true, Validity: time.Hour})
+		require.NoError(t, err)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		require.NoError(t, err)
+		foreign := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, Certificates: []tls.Certificate{cert}}}}
+		assert.Error(t, get(foreign, fmt.Sprintf("https://127.0.0.1:%d/health", port)), "a certificate from another CA must fail")
+
+		// The same request with the admin certificate works, so the
+		// failures above are the refusals and not a dead port.
+		admin, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "admin.crt"), filepath.Join(pkiDir, "admin.key"))
+		require.NoError(t, err)
+		good := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, Certificates: []tls.Certificate{admin}}}}
+		assert.NoError(t, get(good, fmt.Sprintf("https://127.0.0.1:%d/health", port)))
+	})
+
+	t.Run("etcd killed with SIGKILL comes back", func(t *testing.T) {
+		from := n.vm.Mark()
+		url := fmt.Sprintf("http://127.0.0.1:%d/hook/kill-etcd", n.vm.HostPort(hookPort))
+		resp, err := http.Post(url, "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		m := n.wait(t, from, "etcdbox: etcd exited", time.Minute)
+		assert.Contains(t, m.Line, "killed")
+		n.wait(t, m.Next, "etcdbox: etcd ready", 2*time.Minute)
+		out, err := etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v1", out)
+	})
+
+	t.Run("data survives a reset", func(t *testing.T) {
+		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k2", "v2")
+		require.NoError(t, err, out)
+		from := n.vm.Mark()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, n.vm.Reset(ctx))
+		m := n.wait(t, from, "etcdbox: etcd: restarting member", bootDeadline)
+		n.wait(t, m.Next, "etcdbox: etcd ready", bootDeadline)
+		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k2", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v2", out)
+	})
+
+	t.Run("power button stops etcd cleanly, and data survives power-off", func(t *testing.T) {
+		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k3", "v3")
+		require.NoError(t, err, out)
+		from := n.vm.Mark()
+		n.powerOff(t, 90 * time.Second)
+		log := n.vm.Console()[from:]
+		assert.Contains(t, log, "etcdbox: etcd stopped")
+		assert.NotContains(t, log, "SIGKILL")
+
+		n.boot(t)
+		n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
+		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k", "--prefix", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v1\nv2\nv3", out)
+		// A clean stop leaves nothing for etcd to repair.
+		assert.NotContains(t, strings.ToLower(n.vm.Console()), "repair")
+	})
+}

@@ -1,0 +1,215 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// Config describes one virtual machine.
+type Config struct {
+	// Name names the VM in errors and logs and seeds its MAC address.
+	Name string
+	// Dir is the VM's work directory (see the package doc); it is created
+	// when missing.
+	Dir string
+	// Image is the base disk image, raw or qcow2. With Overlay the VM's
+	// disk is a qcow2 overlay whose backing file is Image, which must then
+	// stay unchanged while the VM's disk exists.
+	Image string
+	// Overlay selects a qcow2 overlay over Image instead of a (sparse)
+	// copy of it.
+	Overlay bool
+	// DiskSize, when larger than the VM's disk, grows the disk to this
+	// many bytes before boot (a cloud volume resize). Zero keeps the size.
+	// A disk is never shrunk.
+	DiskSize int64
+	// OVMFCode and OVMFVars are the UEFI firmware and the template of its
+	// variable store; each VM gets its own copy of the variables.
+	OVMFCode, OVMFVars string
+	// MemoryMiB is the guest memory; default 1024.
+	MemoryMiB int
+	// CPUs is the number of virtual CPUs; default 1.
+	CPUs int
+	// Forwards are host TCP ports forwarded to guest ports.
+	Forwards []Forward
+	// Network is the NIC's network; the zero value is NetUser.
+	Network NetMode
+	// MAC is the NIC's address; nil derives one from Name (see MAC).
+	MAC net.HardwareAddr
+	// Accel is "kvm", "tcg", or "" to use KVM when it works (see Accel).
+	Accel string
+	// Args are appended to QEMU's command line verbatim.
+	Args []string
+}
+
+// Forward forwards a host TCP port to a guest port.
+type Forward struct {
+	// HostAddr is the host address to listen on; default 127.0.0.1.
+	HostAddr string
+	// HostPort is the host port; 0 picks a free one at Start.
+	HostPort int
+	// GuestPort is the port inside the guest.
+	GuestPort int
+}
+
+// NetMode selects what the VM's NIC is connected to.
+type NetMode string
+
+// NetUser is QEMU's user-mode network (slirp) with restrict=on: the guest
+// gets an address by DHCP (10.0.2.15), can reach nothing outside, and is
+// reachable only through Forwards.
+const NetUser NetMode = "user"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// withDefaults returns c with defaults filled in and paths made absolute,
+// or every problem with it at once.
+func (c Config) withDefaults() (Config, error) {
+	var errs *multierror.Error
+	if !nameRE.MatchString(c.Name) || len(c.Name) > 63 {
+		errs = multierror.Append(errs, fmt.Errorf("name %q: want [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters", c.Name))
+	}
+	for _, p := range []struct {
+		name string
+		path *string
+	}{{"dir", &c.Dir}, {"image", &c.Image}, {"OVMF code", &c.OVMFCode}, {"OVMF vars", &c.OVMFVars}} {
+		if *p.path == "" {
+			errs = multierror.Append(errs, fmt.Errorf("%s: missing", p.name))
+			continue
+		}
+		abs, err := filepath.Abs(*p.path)
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("%s %s: %w", p.name, *p.path, err))
+			continue
+		}
+		*p.path = abs
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 1024
+	}
+	if c.MemoryMiB < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("memory %d MiB: negative", c.MemoryMiB))
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+	if c.CPUs < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("cpus %d: negative", c.CPUs))
+	}
+	if c.DiskSize < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("disk size %d: negative", c.DiskSize))
+	}
+	if c.Network == "" {
+		c.Network = NetUser
+	}
+	if c.Network != NetUser {
+		errs = multierror.Append(errs, fmt.Errorf("network %q: only %q is supported", c.Network, NetUser))
+	}
+	if c.MAC == nil && c.Name != "" {
+		c.MAC = MAC(c.Name, 0)
+	}
+	if len(c.MAC) != 6 {
+		errs = multierror.Append(errs, fmt.Errorf("mac %q: want 6 bytes", c.MAC))
+	}
+	switch c.Accel {
+	case "", "kvm", "tcg":
+	default:
+		errs = multierror.Append(errs, fmt.Errorf("accel %q: want kvm, tcg or empty", c.Accel))
+	}
+	fw := make([]Forward, len(c.Forwards))
+	for i, f := range c.Forwards {
+		if f.HostAddr == "" {
+			f.HostAddr = "127.0.0.1"
+		}
+		if net.ParseIP(f.HostAddr) == nil {
+			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: host address %q: not an IP address", i, f.HostAddr))
+		}
+		if f.HostPort < 0 || f.HostPort > 65535 {
+			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: host port %d: out of range", i, f.HostPort))
+		}
+		if f.GuestPort <= 0 || f.GuestPort > 65535 {
+			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: guest port %d: out of range", i, f.GuestPort))
+		}
+		fw[i] = f
+	}
+	c.Forwards = fw
+	return c, errs.ErrorOrNil()
+}
+
+// MAC returns the deterministic address of a VM's nic-th NIC: QEMU's
+// locally administered prefix 52:54:00 and three bytes of a hash of name
+// and nic, so a node keeps its address (and DHCP lease) across restarts.
+func MAC(name string, nic int) net.HardwareAddr {
+	sum := sha256.Sum256([]byte(name + "/" + strconv.Itoa(nic)))
+	return net.HardwareAddr{0x52, 0x54, 0x00, sum[0], sum[1], sum[2]}
+}
+
+// disk is a prepared VM disk: its file name inside Dir and its format.
+type disk struct {
+	file   string
+	format string // "qcow2" or "raw"
+}
+
+// Work directory file names; QEMU runs with Dir as its working directory
+// and gets them relative, so a long Dir does not overflow the 108-byte
+// limit of a unix socket path.
+const (
+	consoleFile = "console.log"
+	qemuLogFile = "qemu.log"
+	pidFile     = "qemu.pid"
+	qmpFile     = "qmp.sock"
+	varsFile    = "OVMF_VARS.fd"
+)
+
+// args returns QEMU's command line (without the binary) for c, which
+// must have its defaults filled in and its host ports chosen.
+func (c Config) args(accel string, d disk) []string {
+	a := []string{
+		"-name", "guest=" + c.Name,
+		"-no-user-config", "-nodefaults", "-display", "none",
+		"-machine", "q35",
+		"-m", strconv.Itoa(c.MemoryMiB),
+		"-smp", strconv.Itoa(c.CPUs),
+		"-pidfile", pidFile,
+		"-qmp", "unix:" + qmpFile + ",server=on,wait=off",
+		"-chardev", "file,id=console0,path=" + consoleFile,
+		"-serial", "chardev:console0",
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + escape(c.OVMFCode),
+		"-drive", "if=pflash,format=raw,unit=1,file=" + varsFile,
+		// writeback: the guest's flushes reach the host file, so a QEMU
+		// kill behaves like a power cut, not like lost acknowledged writes.
+		"-drive", "if=none,id=disk0,file=" + escape(d.file) + ",format=" + d.format + ",cache=writeback,discard=unmap",
+		"-device", "virtio-blk-pci,drive=disk0,bootindex=0",
+		"-netdev", c.netdev(),
+		// romfile= drops the NIC's iPXE option ROM: no network boot attempts.
+		"-device", "virtio-net-pci,netdev=net0,mac=" + c.MAC.String() + ",romfile=",
+		"-device", "i6300esb",
+		"-action", "watchdog=reset",
+	}
+	switch accel {
+	case "kvm":
+		a = append(a, "-accel", "kvm", "-cpu", "host")
+	default:
+		a = append(a, "-accel", "tcg,thread=multi", "-cpu", "max")
+	}
+	return append(a, c.Args...)
+}
+
+func (c Config) netdev() string {
+	var b strings.Builder
+	b.WriteString("user,id=net0,restrict=on")
+	for _, f := range c.Forwards {
+		fmt.Fprintf(&b, ",hostfwd=tcp:%s-:%d", net.JoinHostPort(f.HostAddr, strconv.Itoa(f.HostPort)), f.GuestPort)
+	}
+	return b.String()
+}
+
+// escape doubles commas, QEMU's escape inside option values.
+func escape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
