@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/console"
@@ -106,7 +107,7 @@ func (n *node) watchReady(ctx context.Context) {
 		switch {
 		case err == nil && !up:
 			up = true
-			n.log.Printf("etcd ready (%s)", n.member.ClientURL())
+			n.log.Printf("etcd ready (%s) init rss %s KiB", n.member.ClientURL(), selfRSS())
 			t.Reset(2 * time.Second)
 		case err != nil && up:
 			up = false
@@ -114,4 +115,18 @@ func (n *node) watchReady(ctx context.Context) {
 			t.Reset(500 * time.Millisecond)
 		}
 	}
+}
+
+// selfRSS returns init's resident set size in KiB from /proc, or "?".
+func selfRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSuffix(strings.TrimSpace(v), " kB")
+		}
+	}
+	return "?"
 }
