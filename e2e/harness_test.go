@@ -46,6 +46,9 @@ var shared struct {
 // the test-hook init and a seed carrying the shared CA.
 func fixture(t *testing.T) (pkiDir, img string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("QEMU tier: runs in make test, not in go test -short")
+	}
 	shared.once.Do(func() {
 		shared.dir, shared.err = os.MkdirTemp("", "etcdbox-e2e-")
 		if shared.err != nil {
