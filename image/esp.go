@@ -79,7 +79,7 @@ func writeESP(fs filesystem.FileSystem, files []espFile) error {
 	made := map[string]bool{}
 	for _, f := range files {
 		dir := path.Dir(f.path)
-		if !made[dir] {
+		if dir != "." && !made[dir] {
 			if err := fs.Mkdir("/" + dir); err != nil {
 				return fmt.Errorf("mkdir /%s: %w", dir, err)
 			}

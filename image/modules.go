@@ -21,7 +21,7 @@ var DefaultDrivers = []string{
 	"virtio_pci", "virtio_blk", "virtio_net", "virtio_scsi", "virtio_console",
 	"nvme", "ahci", "sd_mod", "ena", "gve",
 	"hv_vmbus", "hv_storvsc", "hv_netvsc", "vmxnet3", "vmw_pvscsi",
-	"e1000", "e1000e", "ext4", "vfat", "nls_cp437", "nls_iso8859_1", "nls_ascii",
+	"e1000", "e1000e", "ext4", "vfat", "isofs", "sr_mod", "nls_cp437", "nls_iso8859_1", "nls_ascii",
 	"i6300esb", "button", "evdev", "efivarfs", "crc32c_generic",
 }
 

@@ -53,3 +53,11 @@ func setHostname(name string) error {
 	}
 	return nil
 }
+
+// mountReadOnly mounts a filesystem read-only, without devices or setuid.
+func mountReadOnly(dev, dir, fstype string) error {
+	return unix.Mount(dev, dir, fstype, unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, "")
+}
+
+// unmount detaches a mount; errors are of no consequence to the caller.
+func unmount(dir string) { _ = unix.Unmount(dir, unix.MNT_DETACH) }

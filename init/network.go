@@ -64,7 +64,18 @@ func (n *node) configureNetwork(ctx context.Context) error {
 		plans = append(plans, p)
 	}
 
+	// The node's name: the seed's, else the one DHCP gave, else the
+	// kernel's hostname, else one made from the MAC address.
 	hostname, _ := os.Hostname()
+	for _, p := range plans {
+		if p.Hostname != "" && discovery.ValidName(p.Hostname) {
+			hostname = p.Hostname
+			break
+		}
+	}
+	if hostname == "(none)" {
+		hostname = ""
+	}
 	n.name = n.seed.Name
 	if n.name == "" {
 		n.name = discovery.DefaultNodeName(hostname, mac)

@@ -21,8 +21,9 @@ type seedSource struct {
 }
 
 // readSeed takes the seed from the first source that has one (DESIGN §4):
-// the kernel command line, then the seed baked into the image; in container
-// mode, the --seed file. A seed that does not parse stops the boot with an
+// the kernel command line, a NoCloud cidata volume (its user-data is the
+// seed YAML), then the seed baked into the image; in container mode, the
+// --seed file. A seed that does not parse stops the boot with an
 // error naming the key, before anything reads it; the last good seed is
 // cached in state/ and used only when no source has one.
 func (n *node) readSeed(context.Context) error {
@@ -44,6 +45,7 @@ func (n *node) readSeed(context.Context) error {
 				}
 				return discovery.SeedFromCmdline(string(b))
 			}},
+			seedSource{"NoCloud cidata volume (user-data)", readCidata},
 			seedSource{"image (" + bakedSeed + ")", func() ([]byte, bool, error) {
 				b, err := os.ReadFile(bakedSeed)
 				if errors.Is(err, os.ErrNotExist) {

@@ -52,7 +52,7 @@ func LeasePlan(link string, ack *dhcpv4.DHCPv4) Plan {
 	if mask == nil {
 		mask = ack.YourIPAddr.DefaultMask()
 	}
-	p := Plan{Link: link, DNS: ack.DNS()}
+	p := Plan{Link: link, DNS: ack.DNS(), Hostname: ack.HostName()}
 	p.Addrs = []netlink.Addr{{IPNet: &net.IPNet{IP: ack.YourIPAddr.To4(), Mask: mask}}}
 	if lt := ack.IPAddressLeaseTime(0); lt > 0 {
 		p.Lease = uint32(lt / time.Second)

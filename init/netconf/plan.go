@@ -35,6 +35,8 @@ type Plan struct {
 	Search []string
 	// Lease is the DHCP lease duration in seconds, 0 for static plans.
 	Lease uint32
+	// Hostname is the host name the DHCP server gave (option 12), if any.
+	Hostname string
 }
 
 // StaticPlan checks a static interface description and turns it into a

@@ -83,12 +83,14 @@ func TestLeasePlan(t *testing.T) {
 		dhcpv4.WithDNS(net.IPv4(10, 0, 2, 3)),
 		dhcpv4.WithLeaseTime(3600),
 		dhcpv4.WithDomainSearchList("cluster.internal"),
+		dhcpv4.WithOption(dhcpv4.OptHostName("n2")),
 	)
 	require.NoError(t, err)
 	p := LeasePlan("eth0", ack)
 	require.Len(t, p.Addrs, 1)
 	assert.Equal(t, "10.0.2.15/24", p.Addrs[0].IPNet.String())
 	assert.Equal(t, uint32(3600), p.Lease)
+	assert.Equal(t, "n2", p.Hostname)
 	require.Len(t, p.Routes, 1)
 	assert.Equal(t, "10.0.2.2", p.Routes[0].Gw.String())
 	assert.Equal(t, "search cluster.internal\nnameserver 10.0.2.3\n", p.ResolvConf())

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+func init() { commands = append(commands, newSeedCmd) }
+
+// seedOptions are the flags of `etcdbox seed`.
+type seedOptions struct {
+	from, out, cluster, name, pkiDir, srv, srvName string
+	peers                                          []string
+	initialSize                                    int
+}
+
+// newSeedCmd is `etcdbox seed`: write a node's seed as YAML or as a
+// NoCloud cidata volume.
+func newSeedCmd() *cobra.Command {
+	var o seedOptions
+	cmd := &cobra.Command{
+		Use:   "seed -o FILE",
+		Short: "Write a node seed as YAML or as a NoCloud cidata volume",
+		Long: `Write a seed (see the README for its keys), checked with the same parser
+the node uses. The output is YAML when FILE ends in .yaml or .yml, else a
+NoCloud cidata volume (a FAT filesystem labelled "cidata" holding user-data
+and meta-data, as cloud-localds makes it) to attach to a VM as a disk.
+
+The seed comes from --from FILE, or from the flags: --cluster, --pki (a
+directory made by "etcdbox pki init"; its CA goes into the seed so that the
+node issues its own certificates), --name, --srv/--srv-name or --peer, and
+--initial-size.`,
+		Example: `  etcdbox seed --cluster prod --pki pki/ --srv etcd.example.internal --initial-size 3 -o seed.img
+  etcdbox seed --from seed.yaml -o seed.img
+  etcdbox seed --cluster dev --pki pki/ --peer n1=10.0.0.11 --peer n2=10.0.0.12:2380:2379 -o seed.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, s, err := o.seed()
+			if err != nil {
+				return err
+			}
+			if ext := filepath.Ext(o.out); ext == ".yaml" || ext == ".yml" {
+				if err := pki.WriteFileAtomic(o.out, data, 0o600); err != nil {
+					return err
+				}
+			} else {
+				meta := fmt.Sprintf("instance-id: %s-%s\n", s.Cluster, orDefault(s.Name, "node"))
+				if s.Name != "" {
+					meta += "local-hostname: " + s.Name + "\n"
+				}
+				epoch, err := image.EpochFromEnv()
+				if err != nil {
+					return err
+				}
+				if err := image.WriteCidata(o.out, data, []byte(meta), epoch); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), o.out)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.out, "output", "o", "", "output: seed YAML (.yaml, .yml) or a cidata volume (anything else)")
+	fl.StringVar(&o.from, "from", "", "take the seed from this YAML file instead of the flags")
+	fl.StringVar(&o.cluster, "cluster", "", "cluster name (also etcd's initial-cluster token)")
+	fl.StringVar(&o.name, "name", "", "node name (default: from DHCP, the hostname or the MAC address)")
+	fl.StringVar(&o.pkiDir, "pki", "", "directory with the cluster CA (ca.crt, ca.key)")
+	fl.StringVar(&o.srv, "srv", "", "DNS SRV discovery domain")
+	fl.StringVar(&o.srvName, "srv-name", "", "SRV service name suffix, like etcd's --discovery-srv-name")
+	fl.StringSliceVar(&o.peers, "peer", nil, "static peer NAME=HOST[:PEERPORT[:CLIENTPORT]] (repeatable)")
+	fl.IntVar(&o.initialSize, "initial-size", 0, "number of members that bootstrap the cluster")
+	cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+// seed builds and checks the seed, returning its YAML.
+func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
+	var data []byte
+	if o.from != "" {
+		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 {
+			return nil, nil, fmt.Errorf("--from takes the whole seed from %s; drop the other seed flags", o.from)
+		}
+		var err error
+		if data, err = os.ReadFile(o.from); err != nil {
+			return nil, nil, fmt.Errorf("--from: %w", err)
+		}
+	} else {
+		s := &discovery.Seed{Cluster: o.cluster, Name: o.name}
+		s.Discovery = discovery.Discovery{SRV: o.srv, SRVName: o.srvName, InitialSize: o.initialSize}
+		for _, p := range o.peers {
+			peer, err := parsePeerFlag(p)
+			if err != nil {
+				return nil, nil, err
+			}
+			s.Discovery.Peers = append(s.Discovery.Peers, peer)
+		}
+		if o.pkiDir == "" {
+			return nil, nil, fmt.Errorf("--pki is required (a directory made by etcdbox pki init)")
+		}
+		ca, err := pki.LoadCAFiles(o.pkiDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pki: %w", err)
+		}
+		key, err := ca.KeyPEM()
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pki: %w", err)
+		}
+		s.PKI = discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}
+		if data, err = s.Marshal(); err != nil {
+			return nil, nil, fmt.Errorf("seed: %w", err)
+		}
+	}
+	s, err := discovery.ParseSeed(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("seed: %w", err)
+	}
+	return data, s, nil
+}
+
+// parsePeerFlag reads NAME=HOST[:PEERPORT[:CLIENTPORT]].
+func parsePeerFlag(v string) (discovery.Peer, error) {
+	name, rest, ok := strings.Cut(v, "=")
+	if !ok || name == "" || rest == "" {
+		return discovery.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]]", v)
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) > 3 {
+		return discovery.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]] (IPv6 hosts go in a seed file)", v)
+	}
+	p := discovery.Peer{Name: name, Host: parts[0]}
+	for i, port := range parts[1:] {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return discovery.Peer{}, fmt.Errorf("--peer %q: bad port %q", v, port)
+		}
+		if i == 0 {
+			p.PeerPort = n
+		} else {
+			p.ClientPort = n
+		}
+	}
+	return p, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,68 @@
+package image
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/disk"
+	"github.com/diskfs/go-diskfs/filesystem"
+)
+
+// CidataLabel is the volume label of a NoCloud seed volume.
+const CidataLabel = "cidata"
+
+// cidataSize is the size of a cidata volume: the smallest FAT32 go-diskfs
+// makes with 512-byte clusters is about 33 MiB; the file is sparse.
+const cidataSize = 40 << 20
+
+// WriteCidata writes a NoCloud seed volume to path, in the layout
+// cloud-localds makes: one FAT filesystem labelled "cidata" without a
+// partition table, holding user-data (the seed YAML) and meta-data. It
+// is written to a temporary file and renamed, and equal inputs give equal
+// bytes.
+func WriteCidata(path string, userData, metaData []byte, epoch int64) (err error) {
+	f, out, err := pendingFile(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			out.abort()
+		}
+	}()
+	if err := f.Truncate(cidataSize); err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	d, err := diskfs.OpenBackend(file.New(f, false))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", f.Name(), err)
+	}
+	files := []espFile{{"meta-data", metaData}, {"user-data", userData}}
+	err = withFATTime(epoch, func() error {
+		fs, err := d.CreateFilesystem(disk.FilesystemSpec{
+			Partition: 0, FSType: filesystem.TypeFat32, VolumeLabel: CidataLabel, Reproducible: true,
+		})
+		if err != nil {
+			return fmt.Errorf("create FAT32: %w", err)
+		}
+		return writeESP(fs, files)
+	})
+	if err != nil {
+		return fmt.Errorf("write cidata volume: %w", err)
+	}
+	sum := sha256.Sum256(append(append([]byte{}, userData...), metaData...))
+	if err := fixFAT32(f, 0, binary.BigEndian.Uint32(sum[:4])); err != nil {
+		return fmt.Errorf("write cidata volume: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	return out.commit()
+}
