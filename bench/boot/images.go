@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// images are the two raw images a run boots, and the PKI directory whose
+// admin certificate reads from ours.
+type images struct {
+	ours, floor string
+	pkiDir      string
+}
+
+// buildImages writes a cluster CA and a seed carrying it, then builds our
+// image with the seed baked in and the floor image without one. Both use
+// the same kernel, modules, etcd and bootloader, so they differ only in
+// /init (and the seed file).
+func (o options) buildImages(ctx context.Context, dir string) (images, error) {
+	im := images{
+		ours:   filepath.Join(dir, "ours.img"),
+		floor:  filepath.Join(dir, "floor.img"),
+		pkiDir: filepath.Join(dir, "pki"),
+	}
+	if err := pki.Init(im.pkiDir, false); err != nil {
+		return im, err
+	}
+	seed, err := writeSeed(im.pkiDir, filepath.Join(dir, "seed.yaml"))
+	if err != nil {
+		return im, err
+	}
+	kernel, modules, err := image.FindKernel(o.sysroot)
+	if err != nil {
+		return im, err
+	}
+	base := image.Config{
+		Kernel: kernel, Modules: modules, Etcd: o.etcd,
+		Bootloader: image.BootloaderPath(o.sysroot), Version: "bench",
+	}
+	ours := base
+	ours.Init, ours.Seed, ours.Output = o.init, seed, im.ours
+	floor := base
+	floor.Init, floor.Output = o.floorInit, im.floor
+	for _, c := range []image.Config{ours, floor} {
+		if _, err := image.Build(ctx, c); err != nil {
+			return im, fmt.Errorf("build %s: %w", c.Output, err)
+		}
+	}
+	return im, nil
+}
+
+// writeSeed writes a seed for cluster "bench", node "n1", that carries the
+// CA in pkiDir (so the node issues its own server certificate), and
+// returns its path. The network is the default: DHCP on the first NIC.
+func writeSeed(pkiDir, path string) (string, error) {
+	ca, err := pki.LoadCAFiles(pkiDir)
+	if err != nil {
+		return "", err
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		return "", err
+	}
+	s := &discovery.Seed{Cluster: "bench", Name: "n1", PKI: discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}}
+	data, err := s.Marshal()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("write seed: %w", err)
+	}
+	return path, nil
+}

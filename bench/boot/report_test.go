@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestReadyRSS(t *testing.T) {
+	for _, tc := range []struct {
+		name, line, want string
+	}{
+		{"suffix", "etcdbox: etcd ready (https://10.0.2.15:2379) init rss 22020 KiB", "22020"},
+		{"unknown", "etcdbox: etcd ready (https://10.0.2.15:2379) init rss ? KiB", ""},
+		{"absent", "etcdbox: etcd ready (https://10.0.2.15:2379)", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if m := readyRSS.FindStringSubmatch(tc.line); m != nil {
+				got = m[1]
+			}
+			assert.Equal(t, tc.want, got, "readyRSS in %q", tc.line)
+		})
+	}
+}
+
+func TestReport(t *testing.T) {
+	s := func(v string, healthy, init time.Duration, rss int64) sample {
+		return sample{variant: v, healthy: healthy, kernel: time.Second, init: init, rssKiB: rss}
+	}
+	var b bytes.Buffer
+	report(&b, []sample{
+		s("ours", 20*time.Second, 10*time.Second, 100),
+		s("floor", 10*time.Second, 5*time.Second, -1),
+		s("ours", 22*time.Second, 10*time.Second, 300),
+		s("floor", 12*time.Second, 6*time.Second, -1),
+	})
+	out := b.String()
+	assert.Contains(t, out, "ratio ours/floor, boot to healthy (medians): 1.91x")
+	assert.Contains(t, out, "ratio ours/floor, /init->healthy (medians):  2.00x")
+	assert.Contains(t, out, "init rss once etcd is ready: 200 KiB (min 100 KiB, max 300 KiB, n=2)")
+
+	b.Reset()
+	report(&b, []sample{s("ours", time.Second, 0, -1)})
+	assert.Contains(t, b.String(), "boot to healthy (medians): n/a")
+	assert.Contains(t, b.String(), "init rss once etcd is ready: n/a")
+}
