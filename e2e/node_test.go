@@ -107,7 +107,7 @@ func TestSingleNode(t *testing.T) {
 		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k3", "v3")
 		require.NoError(t, err, out)
 		from := n.vm.Mark()
-		n.powerOff(t, 90 * time.Second)
+		n.powerOff(t, 90*time.Second)
 		log := n.vm.Console()[from:]
 		assert.Contains(t, log, "etcdbox: etcd stopped")
 		assert.NotContains(t, log, "SIGKILL")
