@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 )
 
@@ -90,6 +91,17 @@ func (f buildFlags) config() (image.Config, error) {
 	epoch, err := image.EpochFromEnv()
 	if err != nil {
 		return image.Config{}, err
+	}
+	// A seed is checked with the node's own parser before it is baked in:
+	// a node that boots a bad seed stops and waits for an operator.
+	if f.seed != "" {
+		data, err := os.ReadFile(f.seed)
+		if err != nil {
+			return image.Config{}, fmt.Errorf("--seed: %w", err)
+		}
+		if _, err := discovery.ParseSeed(data); err != nil {
+			return image.Config{}, fmt.Errorf("--seed %s: %w", f.seed, err)
+		}
 	}
 	cfg := image.Config{
 		Kernel: f.kernel, Modules: f.modules, Etcd: f.etcd, Init: f.init, Bootloader: f.bootloader,

@@ -78,6 +78,11 @@ func TestBuildCommandErrors(t *testing.T) {
 		{name: "no output", args: func(string) []string { return buildArgs(t) }, want: []string{"--output"}},
 		{name: "default etcd missing", args: func(out string) []string { return []string{"build", "-o", out} },
 			want: []string{"--etcd"}},
+		{name: "bad seed", args: func(out string) []string {
+			seed := filepath.Join(t.TempDir(), "seed.yaml")
+			require.NoError(t, os.WriteFile(seed, []byte("cluster: demo\netcd:\n  clientPortt: 1\n"), 0o600))
+			return buildArgs(t, "-o", out, "--seed", seed)
+		}, want: []string{"--seed", "etcd.clientPortt"}},
 		{name: "bad SOURCE_DATE_EPOCH", args: func(out string) []string { return buildArgs(t, "-o", out) }, env: "yesterday",
 			want: []string{"SOURCE_DATE_EPOCH", "yesterday"}},
 	} {
