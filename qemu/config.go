@@ -41,6 +41,11 @@ type Config struct {
 	Forwards []Forward
 	// Network is the NIC's network; the zero value is NetUser.
 	Network NetMode
+	// Switch is the switch socket of a NetSwitch network.
+	Switch string
+	// ExtraDisks are raw images attached read-only as further virtio
+	// disks after the boot disk, e.g. a NoCloud cidata seed volume.
+	ExtraDisks []string
 	// MAC is the NIC's address; nil derives one from Name (see MAC).
 	MAC net.HardwareAddr
 	// Accel is "kvm", "tcg", or "" to use KVM when it works (see Accel).
@@ -66,6 +71,12 @@ type NetMode string
 // gets an address by DHCP (10.0.2.15), can reach nothing outside, and is
 // reachable only through Forwards.
 const NetUser NetMode = "user"
+
+// NetSwitch connects the NIC to a qemu/vnet network through its switch
+// socket (Config.Switch): a closed network with the harness's DHCP and DNS,
+// shared by the cluster's VMs. Host ports reach the guest through the
+// network's forwards, not through QEMU, so Forwards must be empty.
+const NetSwitch NetMode = "switch"
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -109,9 +120,27 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Network == "" {
 		c.Network = NetUser
 	}
-	if c.Network != NetUser {
-		errs = multierror.Append(errs, fmt.Errorf("network %q: only %q is supported", c.Network, NetUser))
+	switch c.Network {
+	case NetUser:
+	case NetSwitch:
+		if c.Switch == "" {
+			errs = multierror.Append(errs, fmt.Errorf("network %q: switch socket missing", c.Network))
+		}
+		if len(c.Forwards) > 0 {
+			errs = multierror.Append(errs, fmt.Errorf("network %q: forwards belong to the switch's network, not to QEMU", c.Network))
+		}
+	default:
+		errs = multierror.Append(errs, fmt.Errorf("network %q: want %q or %q", c.Network, NetUser, NetSwitch))
 	}
+	disks := make([]string, len(c.ExtraDisks))
+	for i, d := range c.ExtraDisks {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("extra disk %d %s: %w", i, d, err))
+		}
+		disks[i] = abs
+	}
+	c.ExtraDisks = disks
 	if c.MAC == nil && c.Name != "" {
 		c.MAC = MAC(c.Name, 0)
 	}
@@ -193,6 +222,11 @@ func (c Config) args(accel string, d disk) []string {
 		"-device", "i6300esb",
 		"-action", "watchdog=reset",
 	}
+	for i, d := range c.ExtraDisks {
+		id := "disk" + strconv.Itoa(i+1)
+		a = append(a, "-drive", "if=none,id="+id+",file="+escape(d)+",format=raw,readonly=on",
+			"-device", "virtio-blk-pci,drive="+id)
+	}
 	switch accel {
 	case "kvm":
 		a = append(a, "-accel", "kvm", "-cpu", "host")
@@ -203,6 +237,9 @@ func (c Config) args(accel string, d disk) []string {
 }
 
 func (c Config) netdev() string {
+	if c.Network == NetSwitch {
+		return "stream,id=net0,server=off,addr.type=unix,addr.path=" + escape(c.Switch)
+	}
 	var b strings.Builder
 	b.WriteString("user,id=net0,restrict=on")
 	for _, f := range c.Forwards {
