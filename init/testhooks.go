@@ -4,8 +4,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // This file is compiled only into test images (go build -tags testhooks):
@@ -29,6 +33,23 @@ func init() {
 			}
 			n.log.Printf("test hook: sent SIGKILL to etcd (pid %d)", pid)
 			w.WriteHeader(http.StatusNoContent)
+		})
+		// resolve looks a name up with the node's own resolver
+		// (/etc/resolv.conf), so tests can see what a guest's lookup of
+		// an outside name does on a closed network.
+		mux.HandleFunc("GET /hook/resolve", func(w http.ResponseWriter, r *http.Request) {
+			name := r.URL.Query().Get("name")
+			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+			elapsed := time.Since(start)
+			w.Header().Set("X-Elapsed", elapsed.String())
+			if err != nil {
+				http.Error(w, fmt.Sprintf("lookup %s: %v (after %s)", name, err, elapsed), http.StatusBadGateway)
+				return
+			}
+			fmt.Fprintln(w, strings.Join(addrs, "\n"))
 		})
 		srv := &http.Server{Addr: testHookPort, Handler: mux}
 		go func() {
