@@ -16,9 +16,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// member is what this node tells etcd about itself. It is plain data so the
+// etcdMember is what this node tells etcd about itself. It is plain data so the
 // flag set can be tested without starting anything.
-type member struct {
+type etcdMember struct {
 	Name          string
 	Cluster       string // also the initial-cluster token
 	DataDir       string // etcd's --data-dir
@@ -35,15 +35,15 @@ type member struct {
 func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
 // ClientURL is the URL clients use to reach this member.
-func (m member) ClientURL() string { return "https://" + hostPort(m.AdvertiseHost, m.ClientPort) }
+func (m etcdMember) ClientURL() string { return "https://" + hostPort(m.AdvertiseHost, m.ClientPort) }
 
 // PeerURL is the URL peers use to reach this member.
-func (m member) PeerURL() string { return "https://" + hostPort(m.AdvertiseHost, m.PeerPort) }
+func (m etcdMember) PeerURL() string { return "https://" + hostPort(m.AdvertiseHost, m.PeerPort) }
 
 // Args returns etcd's command line. Every listener is TLS with client
 // certificate auth: there is no plaintext listener, metrics included (etcd
 // serves /metrics on the client port, behind the same mutual TLS).
-func (m member) Args() []string {
+func (m etcdMember) Args() []string {
 	pki := func(f string) string { return filepath.Join(m.PKIDir, f) }
 	initial := m.InitialCluster
 	if initial == "" {
@@ -77,14 +77,14 @@ func (m member) Args() []string {
 }
 
 // hasData reports whether etcd's data dir holds a member already.
-func (m member) hasData() bool {
+func (m etcdMember) hasData() bool {
 	_, err := os.Stat(filepath.Join(m.DataDir, "member", "wal"))
 	return err == nil
 }
 
 // tlsConfig is this node's client-side TLS: its server certificate (which
 // carries client auth too) against the cluster CA.
-func (m member) tlsConfig() (*tls.Config, error) {
+func (m etcdMember) tlsConfig() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(filepath.Join(m.PKIDir, "server.crt"), filepath.Join(m.PKIDir, "server.key"))
 	if err != nil {
 		return nil, fmt.Errorf("load node certificate: %w", err)
@@ -101,7 +101,7 @@ func (m member) tlsConfig() (*tls.Config, error) {
 }
 
 // client connects to the local member over its loopback client URL.
-func (m member) client() (*clientv3.Client, error) {
+func (m etcdMember) client() (*clientv3.Client, error) {
 	tc, err := m.tlsConfig()
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 )
 
 func TestMemberArgsAreTLSOnly(t *testing.T) {
-	m := member{
+	m := etcdMember{
 		Name: "n1", Cluster: "prod", DataDir: "/var/lib/etcdbox/etcd", PKIDir: "/pki",
 		ListenIP: "0.0.0.0", AdvertiseHost: "n1.example.internal", ClientPort: 2379, PeerPort: 2380,
 	}
@@ -46,7 +46,7 @@ func TestMemberArgsAreTLSOnly(t *testing.T) {
 }
 
 func TestMemberArgsIPv6AndExisting(t *testing.T) {
-	m := member{Name: "n2", Cluster: "c", ListenIP: "::", AdvertiseHost: "fd00::2", ClientPort: 12379, PeerPort: 12380, State: "existing",
+	m := etcdMember{Name: "n2", Cluster: "c", ListenIP: "::", AdvertiseHost: "fd00::2", ClientPort: 12379, PeerPort: 12380, State: "existing",
 		InitialCluster: "n1=https://[fd00::1]:12380,n2=https://[fd00::2]:12380"}
 	args := strings.Join(m.Args(), " ")
 	assert.Contains(t, args, "--listen-client-urls=https://[::]:12379")

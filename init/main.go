@@ -61,13 +61,14 @@ func main() {
 	if err := supervise.StartReaper(); err != nil {
 		n.log.Printf("reaper: %v", err)
 	}
+	go n.handleShutdown()
 	if err := n.boot(ctx); err != nil {
 		n.fail(err)
 	}
 	if startTestHooks != nil {
 		startTestHooks(ctx, n)
 	}
-	n.serve(ctx)
+	select {} // PID 1 never returns; handleShutdown ends the node
 }
 
 // boot runs the boot steps in order.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -36,11 +35,15 @@ type node struct {
 	ips     []net.IP
 	mounts  []string // mounted by init, unmounted in reverse at shutdown
 
-	member member
-	etcd   *supervise.Supervisor
 	dog    watchdog // nil without a hardware watchdog
 	powerc chan string
 	once   sync.Once
+
+	mu       sync.Mutex
+	member   etcdMember            // as last started (or planned)
+	etcd     *supervise.Supervisor // nil until the lifecycle starts etcd
+	readyc   chan struct{}         // closed once the current etcd serves
+	stopping bool                  // shutting down: start no etcd
 }
 
 // watchdog is the part of the hardware watchdog that shutdown needs.
@@ -76,9 +79,11 @@ func (n *node) attachKmsg() {
 func (n *node) stateDir() string { return filepath.Join(n.root, "state") }
 func (n *node) pkiDir() string   { return filepath.Join(n.stateDir(), "pki") }
 
-// serve waits for a shutdown request: SIGTERM or SIGINT, the ACPI power
-// button, or (PID 1) a reboot request. It never returns as PID 1.
-func (n *node) serve(ctx context.Context) {
+// handleShutdown waits for a shutdown request: SIGTERM or SIGINT, the
+// ACPI power button, or (PID 1) a reboot request. It runs from the start
+// of the boot, so a node that waits (for peers, or for an operator to fix
+// its seed) still powers off when asked.
+func (n *node) handleShutdown() {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -96,8 +101,12 @@ func (n *node) serve(ctx context.Context) {
 // container mode it exits instead.
 func (n *node) shutdown(reboot bool) {
 	n.once.Do(func() {
-		if n.etcd != nil {
-			if err := n.etcd.Stop(30 * time.Second); err != nil {
+		n.mu.Lock()
+		n.stopping = true
+		etcd := n.etcd
+		n.mu.Unlock()
+		if etcd != nil {
+			if err := etcd.Stop(30 * time.Second); err != nil {
 				n.log.Printf("stop etcd: %v", err)
 			} else {
 				n.log.Printf("etcd stopped")
@@ -131,8 +140,7 @@ func (n *node) fail(err error) {
 			os.Exit(2)
 		}
 		n.log.Printf("waiting: power off, fix the problem and boot again")
-		n.serve(context.Background())
-		return
+		select {} // handleShutdown still answers the power button
 	}
 	n.log.Printf("fatal: %v", err)
 	if n.container {

@@ -13,9 +13,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// startEtcd starts upstream etcd as a supervised child and watches for it
-// to serve. A member with data restarts with it; one without bootstraps a
-// single-member cluster of its own name.
+// startEtcd works out this node's member (its name, URLs and TLS files)
+// and hands it to the lifecycle, which decides how to start etcd (DESIGN
+// §5) and keeps it running. It returns at once: the lifecycle may wait for
+// peers for as long as they take.
 func (n *node) startEtcd(ctx context.Context) error {
 	host := ""
 	switch {
@@ -26,7 +27,7 @@ func (n *node) startEtcd(ctx context.Context) error {
 	default:
 		host = "127.0.0.1"
 	}
-	n.member = member{
+	n.member = etcdMember{
 		Name:          n.name,
 		Cluster:       n.seed.Cluster,
 		DataDir:       filepath.Join(n.root, "etcd"),
@@ -36,16 +37,17 @@ func (n *node) startEtcd(ctx context.Context) error {
 		ClientPort:    n.seed.Etcd.ClientPort,
 		PeerPort:      n.seed.Etcd.PeerPort,
 	}
-	if n.member.hasData() {
-		n.member.State = "existing"
-		n.log.Printf("etcd: restarting member %s with its data", n.name)
-	} else {
-		n.member.State = "new"
-		n.log.Printf("etcd: bootstrapping member %s of cluster %q", n.name, n.seed.Cluster)
-	}
 	if err := os.MkdirAll(n.member.DataDir, 0o700); err != nil {
 		return err
 	}
+	go n.lifecycle(ctx)
+	go n.watchReady(ctx)
+	return nil
+}
+
+// launch starts etcd for m under a new supervisor, unless the node is
+// shutting down. removed is told when etcd says its member was removed.
+func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*supervise.Supervisor, <-chan struct{}) {
 	var out io.Writer = n.ring
 	if n.container {
 		out = io.MultiWriter(n.ring, os.Stderr)
@@ -54,23 +56,37 @@ func (n *node) startEtcd(ctx context.Context) error {
 		// stall etcd in write(2). The ring keeps them all.
 		out = io.MultiWriter(n.ring, console.NewAsync(f, 4096))
 	}
-	n.etcd = &supervise.Supervisor{
+	sup := &supervise.Supervisor{
 		Name:    "etcd",
 		Path:    n.etcdBin,
-		Args:    n.member.Args(),
+		Args:    m.Args(),
 		Env:     []string{"PATH=/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/root", "ETCD_UNSUPPORTED_ARCH="},
 		Dir:     n.root,
-		Stdout:  out,
+		Stdout:  io.MultiWriter(out, removed),
 		Log:     n.log.Printf,
 		Backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second},
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopping {
+		return nil, nil
+	}
+	n.member = m
+	n.etcd = sup
+	n.readyc = make(chan struct{})
 	go func() {
-		if err := n.etcd.Run(ctx); err != nil {
+		if err := sup.Run(ctx); err != nil {
 			n.log.Printf("etcd supervisor: %v", err)
 		}
 	}()
-	go n.watchReady(ctx)
-	return nil
+	return sup, n.readyc
+}
+
+// supervisor returns the running etcd supervisor, or nil.
+func (n *node) supervisor() *supervise.Supervisor {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.etcd
 }
 
 // watchReady prints "etcd ready" each time the local member starts serving
@@ -83,6 +99,7 @@ func (n *node) watchReady(ctx context.Context) {
 		}
 	}()
 	up, restarts := false, 0
+	var last *supervise.Supervisor
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -91,9 +108,13 @@ func (n *node) watchReady(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		sup := n.supervisor()
+		if sup == nil {
+			continue
+		}
 		if c == nil {
 			var err error
-			if c, err = n.member.client(); err != nil {
+			if c, err = n.localMember().client(); err != nil {
 				n.log.Printf("etcd client: %v", err)
 				continue
 			}
@@ -101,13 +122,15 @@ func (n *node) watchReady(ctx context.Context) {
 		err := ready(ctx, c)
 		// A restart between two probes still counts as an outage, so
 		// each new etcd process is announced once it serves.
-		if r := n.etcd.Restarts(); r != restarts {
+		if r := sup.Restarts(); sup != last || r != restarts {
+			last = sup
 			restarts, up = r, false
 		}
 		switch {
 		case err == nil && !up:
 			up = true
-			n.log.Printf("etcd ready (%s) init rss %s KiB", n.member.ClientURL(), selfRSS())
+			n.log.Printf("etcd ready (%s) init rss %s KiB", n.localMember().ClientURL(), selfRSS())
+			n.readyOnce(ctx)
 			t.Reset(2 * time.Second)
 		case err != nil && up:
 			up = false

@@ -22,12 +22,16 @@ func init() {
 	startTestHooks = func(ctx context.Context, n *node) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) {
-			pid := n.etcd.Pid()
+			sup := n.supervisor()
+			pid := 0
+			if sup != nil {
+				pid = sup.Pid()
+			}
 			if pid == 0 {
 				http.Error(w, "etcd is not running", http.StatusConflict)
 				return
 			}
-			if err := n.etcd.Signal(syscall.SIGKILL); err != nil {
+			if err := sup.Signal(syscall.SIGKILL); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}

@@ -1,0 +1,215 @@
+package member
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Action is what a node does with its etcd member at boot.
+type Action int
+
+const (
+	// Wait: do nothing now; observe again after a backoff. Plan.Reason
+	// says what the node waits for.
+	Wait Action = iota
+	// Restart: start etcd on the data it has, with
+	// --initial-cluster-state=existing.
+	Restart
+	// Bootstrap: start etcd with --initial-cluster-state=new and the
+	// expected initial members as --initial-cluster; etcd itself waits
+	// for a quorum of them.
+	Bootstrap
+	// JoinAsLearner: Join (which removes stale members and adds this node
+	// as a learner under the membership lock), start etcd with
+	// --initial-cluster-state=existing and the initial cluster Join
+	// returns, then Promote.
+	JoinAsLearner
+	// RejoinAfterRemoval: MoveAside the data of the removed member, then
+	// as JoinAsLearner.
+	RejoinAfterRemoval
+)
+
+func (a Action) String() string {
+	switch a {
+	case Wait:
+		return "wait"
+	case Restart:
+		return "restart"
+	case Bootstrap:
+		return "bootstrap"
+	case JoinAsLearner:
+		return "join as learner"
+	case RejoinAfterRemoval:
+		return "rejoin after removal"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Facts is what a node knows about itself and its cluster before it
+// starts etcd. Members and PeerCluster come from Observe.
+type Facts struct {
+	// Self is this node's member name, SelfPeerURL its peer URL.
+	Self, SelfPeerURL string
+	// Cluster is the seed's cluster name; PeerCluster the name the
+	// reachable cluster claims (Claim), "" when it has none.
+	Cluster, PeerCluster string
+
+	// HasData: etcd's data dir holds a member (member/wal exists).
+	HasData bool
+	// WasMember: the node's state says it has been a voting member
+	// before. A node that was a member and lost its data never
+	// bootstraps again: a fresh member with an old member's identity
+	// could vote a stale log into the lead. Optional; false is the
+	// conservative default only where data loss cannot happen silently.
+	WasMember bool
+	// RemovedFromCluster: etcd said this member was removed
+	// (RemovedMessage in its log).
+	RemovedFromCluster bool
+
+	// Reachable: a peer answered a member list (Observe succeeded).
+	Reachable bool
+	// Members is that list (empty when not Reachable).
+	Members []Member
+
+	// ExpectedInitial are the names of the expected initial members
+	// (discovery.PeerSet.Initial).
+	ExpectedInitial []string
+}
+
+// Plan is Decide's answer.
+type Plan struct {
+	Action Action
+	// Reason is one line for the log: what the node saw and why it acts.
+	Reason string
+	// State is etcd's --initial-cluster-state: "new" for Bootstrap,
+	// "existing" for the others, "" for Wait.
+	State string
+	// Promote asks for Promote once etcd is ready: the node restarts as a
+	// learner whose join was interrupted before its promotion.
+	Promote bool
+	// Stale are the members with this node's name or peer URL that Join
+	// will remove: never started, or started and not answering. Join
+	// checks again under the lock; these are for the log.
+	Stale []Member
+}
+
+// Decide chooses what a node does with its member (DESIGN §5). It is pure:
+// the same facts give the same plan, and every branch says why in
+// Plan.Reason. The rules, in order:
+//
+//   - A node with data always restarts with it, and promotes itself when
+//     the cluster still lists it as a learner. Only etcd's own word that
+//     the member was removed changes that: then the data is moved aside
+//     and the node joins again, once a peer answers (until then it waits
+//     with its data in place).
+//   - A node without data that reaches the cluster joins as a learner,
+//     after removing stale members with its name or peer URL (never
+//     started, or started and not answering). A started member with its
+//     name or peer URL that answers means another node runs with this
+//     identity: wait. So does a cluster that claims another name.
+//     One exception: the cluster is still forming and this node's slot
+//     among the initial members has not started yet (an unstarted voting
+//     member with this name and peer URL): it bootstraps like the others.
+//   - A node without data that reaches no cluster bootstraps only when it
+//     is an expected initial member and never was a member; otherwise it
+//     waits for the cluster.
+func Decide(f Facts) Plan {
+	mine := f.mine()
+	expected := slices.Contains(f.ExpectedInitial, f.Self)
+	otherCluster := f.Reachable && f.PeerCluster != "" && f.Cluster != "" && f.PeerCluster != f.Cluster
+
+	if f.HasData {
+		if f.RemovedFromCluster {
+			switch {
+			case !f.Reachable:
+				return wait("etcd reported that this member was removed from the cluster; no peer answers, so the data stays in place until the node can rejoin")
+			case otherCluster:
+				return wait(fmt.Sprintf("etcd reported that this member was removed; the peers run cluster %q, not %q: not rejoining", f.PeerCluster, f.Cluster))
+			}
+			if m, ok := answering(mine); ok {
+				return wait(fmt.Sprintf("etcd reported that this member was removed, and member %s answers with this node's name or peer URL: another node runs as %s; not rejoining", m, f.Self))
+			}
+			return Plan{
+				Action: RejoinAfterRemoval,
+				State:  "existing",
+				Reason: "etcd reported that this member was removed from the cluster: move its data aside and join again as a learner",
+				Stale:  mine,
+			}
+		}
+		p := Plan{Action: Restart, State: "existing", Reason: "the data dir holds a member: restart with it"}
+		for _, m := range mine {
+			if m.IsLearner {
+				p.Promote = true
+				p.Reason += fmt.Sprintf("; the cluster lists it as learner %s, so promote it once it has caught up", m)
+			}
+		}
+		return p
+	}
+
+	if f.Reachable {
+		if otherCluster {
+			return wait(fmt.Sprintf("the peers run cluster %q, the seed names %q: not joining", f.PeerCluster, f.Cluster))
+		}
+		for _, m := range mine {
+			if !m.Started && !m.IsLearner && m.Name == f.Self && slices.Contains(m.PeerURLs, f.SelfPeerURL) && expected && !f.WasMember {
+				return Plan{
+					Action: Bootstrap,
+					State:  "new",
+					Reason: fmt.Sprintf("the cluster is forming and initial member %s has not started yet: bootstrap with the expected initial members", m),
+				}
+			}
+		}
+		if m, ok := answering(mine); ok {
+			return wait(fmt.Sprintf("member %s is started and answers with this node's name or peer URL: another node runs as %s", m, f.Self))
+		}
+		p := Plan{Action: JoinAsLearner, State: "existing", Stale: mine, Reason: "no data and the cluster answers: join as a learner"}
+		if len(mine) > 0 {
+			p.Reason += " after removing stale " + list(mine)
+		}
+		return p
+	}
+
+	switch {
+	case f.WasMember:
+		return wait("no data, but this node was a member before: it never bootstraps again; waiting for a peer to answer so it can rejoin")
+	case !expected:
+		return wait(fmt.Sprintf("no data, no peer answers, and %s is not an expected initial member (%s): waiting for the cluster", f.Self, strings.Join(f.ExpectedInitial, ", ")))
+	}
+	return Plan{
+		Action: Bootstrap,
+		State:  "new",
+		Reason: fmt.Sprintf("no data, no peer answers, and %s is an expected initial member: bootstrap (etcd waits for a quorum of %s)", f.Self, strings.Join(f.ExpectedInitial, ", ")),
+	}
+}
+
+func wait(reason string) Plan { return Plan{Action: Wait, Reason: reason} }
+
+// mine returns the members with this node's name or peer URL.
+func (f Facts) mine() []Member {
+	var out []Member
+	for _, m := range f.Members {
+		if m.Is(f.Self, f.SelfPeerURL) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// answering returns a started member of ms that answered.
+func answering(ms []Member) (Member, bool) {
+	for _, m := range ms {
+		if m.Started && m.Healthy {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func list(ms []Member) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = m.String()
+	}
+	return strings.Join(s, ", ")
+}
