@@ -98,7 +98,7 @@ func (n *node) watchReady(ctx context.Context) {
 			c.Close()
 		}
 	}()
-	up, restarts := false, 0
+	up, learner, restarts := false, false, 0
 	var last *supervise.Supervisor
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -124,7 +124,17 @@ func (n *node) watchReady(ctx context.Context) {
 		// each new etcd process is announced once it serves.
 		if r := sup.Restarts(); sup != last || r != restarts {
 			last = sup
-			restarts, up = r, false
+			restarts, up, learner = r, false, false
+		}
+		// A learner serves no linearizable reads; it is up when it
+		// answers a status request, which is what its promotion waits for.
+		if err != nil && !learner && isLearner(ctx, c) {
+			learner = true
+			n.log.Printf("etcd serving as a learner (%s)", n.localMember().ClientURL())
+			n.readyOnce(ctx)
+		}
+		if err == nil {
+			learner = false
 		}
 		switch {
 		case err == nil && !up:
@@ -152,4 +162,13 @@ func selfRSS() string {
 		}
 	}
 	return "?"
+}
+
+// isLearner reports whether the local member answers a status request as
+// a learner.
+func isLearner(ctx context.Context, c *clientv3.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, c.Endpoints()[0])
+	return err == nil && st.IsLearner
 }

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// The fast tier of the member lifecycle: real init processes in container
+// mode, each with a real etcd child, on loopback. It runs the same code as
+// a node in a VM from the seed on.
+
+var initBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildInit compiles this package once per test binary.
+func buildInit(t *testing.T) string {
+	t.Helper()
+	initBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "etcdbox-init-")
+		if err != nil {
+			initBin.err = err
+			return
+		}
+		initBin.path = filepath.Join(dir, "init")
+		out, err := exec.Command("go", "build", "-o", initBin.path, ".").CombinedOutput()
+		if err != nil {
+			initBin.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, initBin.err)
+	return initBin.path
+}
+
+// cnode is one init process in container mode.
+type cnode struct {
+	t                    *testing.T
+	name                 string
+	dir                  string
+	clientPort, peerPort int
+	seed                 string
+	mu                   sync.Mutex
+	out                  bytes.Buffer
+	cmd                  *exec.Cmd
+	done                 chan struct{}
+}
+
+func (c *cnode) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.Write(p)
+}
+
+func (c *cnode) log() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+func (c *cnode) endpoint() string { return fmt.Sprintf("https://127.0.0.1:%d", c.clientPort) }
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// cluster is a set of container-mode nodes sharing a CA.
+type cluster struct {
+	t      *testing.T
+	pkiDir string
+	nodes  map[string]*cnode
+}
+
+func newCluster(t *testing.T, names ...string) *cluster {
+	if testing.Short() {
+		t.Skip("multi-process tier: runs in make test, not in go test -short")
+	}
+	c := &cluster{t: t, pkiDir: filepath.Join(t.TempDir(), "pki"), nodes: map[string]*cnode{}}
+	require.NoError(t, pki.Init(c.pkiDir, false))
+	for _, n := range names {
+		c.add(n)
+	}
+	return c
+}
+
+func (c *cluster) add(name string) *cnode {
+	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: freePort(c.t), peerPort: freePort(c.t)}
+	c.nodes[name] = n
+	return n
+}
+
+// writeSeed writes n's seed: static peers (the given names, in order),
+// initialSize and the cluster name.
+func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
+	ca, err := pki.LoadCAFiles(c.pkiDir)
+	require.NoError(c.t, err)
+	key, err := ca.KeyPEM()
+	require.NoError(c.t, err)
+	s := &discovery.Seed{Cluster: clusterName, Name: n.name,
+		PKI:  discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort}}
+	s.Discovery.InitialSize = initial
+	for _, p := range peers {
+		pn := c.nodes[p]
+		s.Discovery.Peers = append(s.Discovery.Peers, discovery.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort})
+	}
+	data, err := s.Marshal()
+	require.NoError(c.t, err)
+	n.seed = filepath.Join(n.dir, "seed.yaml")
+	require.NoError(c.t, os.WriteFile(n.seed, data, 0o600))
+}
+
+// start runs n's init process.
+func (n *cnode) start() {
+	t := n.t
+	n.cmd = exec.Command(buildInit(t), "--container", "--seed", n.seed, "--data-dir", filepath.Join(n.dir, "data"),
+		"--etcd", testenv.Bin(t, "etcd"), "--listen-ip", "127.0.0.1")
+	n.cmd.Stdout, n.cmd.Stderr = n, n
+	require.NoError(t, n.cmd.Start())
+	n.done = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	t.Cleanup(func() { n.stop() })
+}
+
+// stop sends SIGTERM and waits for init to exit.
+func (n *cnode) stop() {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(45 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
+	if n.t.Failed() {
+		var own []string
+		for _, l := range strings.Split(n.log(), "\n") {
+			if strings.HasPrefix(l, "etcdbox: ") {
+				own = append(own, l)
+			}
+		}
+		n.t.Logf("init log of %s:\n%s\nlast lines:\n%s", n.name, tail(strings.Join(own, "\n"), 40), tail(n.log(), 10))
+	}
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// waitLog waits until n's output after offset from holds want.
+func (n *cnode) waitLog(from int, want string, within time.Duration) int {
+	n.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		log := n.log()
+		if i := strings.Index(log[min(from, len(log)):], want); i >= 0 {
+			return from + i + len(want)
+		}
+		select {
+		case <-n.done:
+			n.t.Fatalf("%s exited while waiting for %q:\n%s", n.name, want, tail(n.log(), 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	n.t.Fatalf("%s: no %q within %s:\n%s", n.name, want, within, tail(n.log(), 30))
+	return 0
+}
+
+// client connects with the admin certificate to the given nodes.
+func (c *cluster) client(nodes ...*cnode) *clientv3.Client {
+	admin, err := tls.LoadX509KeyPair(filepath.Join(c.pkiDir, "admin.crt"), filepath.Join(c.pkiDir, "admin.key"))
+	require.NoError(c.t, err)
+	ca, err := pki.LoadCAFiles(c.pkiDir)
+	require.NoError(c.t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	tc := &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: pool}
+	var eps []string
+	for _, n := range nodes {
+		eps = append(eps, n.endpoint())
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// voters waits until the cluster lists want voting, started members.
+func (c *cluster) voters(cli *clientv3.Client, want int, within time.Duration) *clientv3.MemberListResponse {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		resp, err := cli.MemberList(ctx)
+		cancel()
+		if err == nil {
+			voting := 0
+			for _, m := range resp.Members {
+				if !m.IsLearner && len(m.ClientURLs) > 0 {
+					voting++
+				}
+			}
+			if voting == want && len(resp.Members) == want {
+				return resp
+			}
+			last = fmt.Sprintf("%d members, %d voting and started", len(resp.Members), voting)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("no %d voting members within %s: %s", want, within, last)
+	return nil
+}
+
+func TestContainerLifecycle(t *testing.T) {
+	c := newCluster(t, "n1", "n2", "n3", "n4")
+	n1, n2, n3, n4 := c.nodes["n1"], c.nodes["n2"], c.nodes["n3"], c.nodes["n4"]
+	for _, n := range []*cnode{n1, n2, n3} {
+		c.writeSeed(n, "fast", 3, "n1", "n2", "n3")
+	}
+
+	t.Run("simultaneous first boot forms one cluster", func(t *testing.T) {
+		for _, n := range []*cnode{n1, n2, n3} {
+			n.start()
+		}
+		for _, n := range []*cnode{n1, n2, n3} {
+			n.waitLog(0, "membership: bootstrap", 30*time.Second)
+			n.waitLog(0, "is a voting member", 60*time.Second)
+		}
+		ids := map[uint64]bool{}
+		for _, n := range []*cnode{n1, n2, n3} {
+			resp := c.voters(c.client(n), 3, 30*time.Second)
+			ids[resp.Header.ClusterId] = true
+		}
+		assert.Len(t, ids, 1, "one cluster ID across the nodes")
+	})
+
+	t.Run("a new node joins as a learner and is promoted", func(t *testing.T) {
+		c.writeSeed(n4, "fast", 3, "n1", "n2", "n3", "n4")
+		n4.start()
+		n4.waitLog(0, "membership: join as learner", 30*time.Second)
+		n4.waitLog(0, "added as learner", 30*time.Second)
+		n4.waitLog(0, "promoted to a voting member", 60*time.Second)
+		c.voters(c.client(n1), 4, 30*time.Second)
+	})
+
+	t.Run("restart keeps the data", func(t *testing.T) {
+		cli := c.client(n1, n3)
+		_, err := cli.Put(context.Background(), "k", "v")
+		require.NoError(t, err)
+		n2.stop()
+		from := len(n2.log())
+		n2.start()
+		n2.waitLog(from, "membership: restart", 30*time.Second)
+		n2.waitLog(from, "etcd ready", 60*time.Second)
+		get, err := c.client(n2).Get(context.Background(), "k")
+		require.NoError(t, err)
+		require.Len(t, get.Kvs, 1)
+		assert.Equal(t, "v", string(get.Kvs[0].Value))
+	})
+
+	t.Run("a removed member moves its data aside and rejoins", func(t *testing.T) {
+		cli := c.client(n1)
+		resp := c.voters(cli, 4, 30*time.Second)
+		var id uint64
+		for _, m := range resp.Members {
+			if m.Name == "n4" {
+				id = m.ID
+			}
+		}
+		require.NotZero(t, id)
+		from := len(n4.log())
+		_, err := cli.MemberRemove(context.Background(), id)
+		require.NoError(t, err)
+		n4.waitLog(from, "was removed from the cluster", 60*time.Second)
+		n4.waitLog(from, "moved the removed member's data to", 60*time.Second)
+		n4.waitLog(from, "promoted to a voting member", 90*time.Second)
+		c.voters(cli, 4, 30*time.Second)
+		entries, err := os.ReadDir(filepath.Join(n4.dir, "data", "state"))
+		require.NoError(t, err)
+		var aside int
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "removed") {
+				aside++
+			}
+		}
+		assert.Equal(t, 1, aside, "the old data is kept under state/, not deleted")
+	})
+
+	t.Run("a seed naming another cluster never joins", func(t *testing.T) {
+		n5 := c.add("n5")
+		c.writeSeed(n5, "other", 3, "n1", "n2", "n3", "n5")
+		n5.start()
+		n5.waitLog(0, `the seed names "other": not joining`, 60*time.Second)
+		resp := c.voters(c.client(n1), 4, 10*time.Second)
+		for _, m := range resp.Members {
+			assert.NotEqual(t, "n5", m.Name)
+		}
+		_, err := os.Stat(filepath.Join(n5.dir, "data", "etcd", "member"))
+		assert.True(t, os.IsNotExist(err), "n5 started no etcd member of its own")
+	})
+}
