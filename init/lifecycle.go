@@ -97,7 +97,8 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 				return false, fmt.Errorf("move the removed member's data aside: %w", err)
 			}
 			n.log.Printf("membership: moved the removed member's data to %s", to)
-			_ = os.Remove(n.memberFile())
+			// state/member stays: a node that was a member never
+			// bootstraps again, even with its data gone.
 			if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 				return false, err
 			}
@@ -132,7 +133,7 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 		return n.stopRemoved(sup, joined)
 	case <-readyc:
 	}
-	if err := n.afterReady(ctx, m, plan, joined); err != nil {
+	if err := n.afterReady(ctx, m, plan, joined, cli); err != nil {
 		n.log.Printf("membership: %v", err)
 	}
 	select {
@@ -158,7 +159,9 @@ func (n *node) stopRemoved(sup interface{ Stop(time.Duration) error }, joined *m
 // afterReady finishes a start once the local member serves: a learner is
 // promoted (retrying until it has caught up), a new cluster is claimed
 // under the seed's name, and the node records that it is a member.
-func (n *node) afterReady(ctx context.Context, m etcdMember, plan member.Plan, joined *member.Joined) error {
+// peerCli reaches the other members; a learner's own member refuses the
+// lease the membership lock needs.
+func (n *node) afterReady(ctx context.Context, m etcdMember, plan member.Plan, joined *member.Joined, peerCli *clientv3.Client) error {
 	local, err := m.client()
 	if err != nil {
 		return err
@@ -176,7 +179,10 @@ func (n *node) afterReady(ctx context.Context, m etcdMember, plan member.Plan, j
 		if err != nil {
 			return fmt.Errorf("promote: status: %w", err)
 		}
-		attempts, err := member.Promote(ctx, local, st.Header.MemberId, n.log.Printf)
+		if peerCli == nil {
+			return fmt.Errorf("promote learner %x: no peer to reach the cluster through", st.Header.MemberId)
+		}
+		attempts, err := member.Promote(ctx, peerCli, st.Header.MemberId, n.log.Printf)
 		if err != nil {
 			return fmt.Errorf("promote learner: %w", err)
 		}

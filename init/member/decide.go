@@ -57,11 +57,13 @@ type Facts struct {
 
 	// HasData: etcd's data dir holds a member (member/wal exists).
 	HasData bool
-	// WasMember: the node's state says it has been a voting member
-	// before. A node that was a member and lost its data never
-	// bootstraps again: a fresh member with an old member's identity
-	// could vote a stale log into the lead. Optional; false is the
-	// conservative default only where data loss cannot happen silently.
+	// WasMember: the node's state says it has been a member before (a
+	// marker in state/ written once etcd first served). Such a node
+	// never bootstraps again: with the same initial cluster and token, a
+	// fresh etcd gets the old member's ID, and an empty member that
+	// votes could let a stale log win an election. Without the marker, a
+	// node that lost only its data dir while no peer answers would
+	// bootstrap.
 	WasMember bool
 	// RemovedFromCluster: etcd said this member was removed
 	// (RemovedMessage in its log).
@@ -156,7 +158,7 @@ func Decide(f Facts) Plan {
 				return Plan{
 					Action: Bootstrap,
 					State:  "new",
-					Reason: fmt.Sprintf("the cluster is forming and initial member %s has not started yet: bootstrap with the expected initial members", m),
+					Reason: fmt.Sprintf("the cluster lists initial member %s, which has not started yet (the node is late or the cluster is forming): bootstrap with the expected initial members", m),
 				}
 			}
 		}

@@ -157,7 +157,7 @@ func TestDecide(t *testing.T) {
 		// A forming cluster lists this node's initial slot, unstarted.
 		{
 			name: "forming, expected", facts: facts(reachable(with(n1, func(m *Member) { m.ClientURLs, m.Started = nil, false }), selfInitialSlot)),
-			action: Bootstrap, reason: "cluster is forming",
+			action: Bootstrap, reason: "has not started yet",
 		},
 		{name: "forming, late initial member", facts: facts(reachable(n1, selfInitialSlot, n3)), action: Bootstrap},
 		{

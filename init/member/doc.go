@@ -9,7 +9,7 @@
 //	obs, err := member.Observe(ctx, peers)          // peers: client to the other nodes
 //	plan := member.Decide(member.Facts{
 //		Self: name, SelfPeerURL: peerURL, Cluster: seed.Cluster,
-//		HasData: hasWAL, RemovedFromCluster: watch.Seen(),
+//		HasData: hasWAL, WasMember: marker, RemovedFromCluster: watch.Seen(),
 //		Reachable: err == nil, Members: obs.Members, PeerCluster: obs.Cluster,
 //		ExpectedInitial: set.Initial(seed.Discovery.InitialSize).Names(),
 //	})
@@ -17,7 +17,7 @@
 //	switch plan.Action {
 //	case member.Wait:               // observe again after a backoff
 //	case member.Restart:            // etcd --initial-cluster-state=existing on its data;
-//	                                // if plan.Promote: member.Promote once ready
+//	                                // if plan.Promote: member.Promote(ctx, peers, id, logf) once ready
 //	case member.Bootstrap:          // etcd --initial-cluster-state=new, --initial-cluster=set.Initial(n)...;
 //	                                // member.Claim once ready
 //	case member.RejoinAfterRemoval: // member.MoveAside(dataDir, stateDir), then as below
@@ -26,6 +26,12 @@
 //		// etcd --initial-cluster-state=existing --initial-cluster=j.InitialCluster
 //		_, err = j.Promote(ctx) // or j.Release() if etcd did not start
 //	}
+//
+// Once etcd serves, the init records in state/ that the node is a member
+// (Facts.WasMember), and keeps that record when MoveAside moves the data:
+// a node that has been a member never bootstraps again. A
+// NewRemovedWatch on etcd's output says when the cluster removed the
+// member (RemovedFromCluster).
 //
 // Every failure is returned for the caller to log and retry with backoff;
 // nothing here wipes data (MoveAside moves it into state/) or forms a

@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -101,14 +103,48 @@ func (c *testCluster) node(name string) *node {
 	return n
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
+// freePort returns a TCP port on 127.0.0.1 that the kernel lets us bind,
+// chosen below the kernel's ephemeral range. A port from bind(:0) comes
+// from that range, and in the moment between closing the probe and etcd's
+// bind, any outgoing connection (the tests make many) may take it as its
+// source port: "address already in use". Below the range, only a
+// listener can take it, and the other tests ask for :0.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	portMu.Lock()
+	defer portMu.Unlock()
+	if nextPort == 0 {
+		low := 32768
+		if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+			if f := strings.Fields(string(b)); len(f) == 2 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					low = n
+				}
+			}
+		}
+		portLow, portHigh = max(1024, low-20000), low
+		nextPort = portLow + rand.IntN(portHigh-portLow)
+	}
+	for range portHigh - portLow {
+		p := nextPort
+		nextPort++
+		if nextPort >= portHigh {
+			nextPort = portLow
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err == nil {
+			_ = l.Close()
+			return p
+		}
+	}
+	t.Fatalf("no free port in %d-%d", portLow, portHigh)
+	return 0
 }
+
+var (
+	portMu                      sync.Mutex
+	nextPort, portLow, portHigh int
+)
 
 func (n *node) PeerURL() string   { return "https://127.0.0.1:" + strconv.Itoa(n.peerPort) }
 func (n *node) ClientURL() string { return "https://127.0.0.1:" + strconv.Itoa(n.clientPort) }
@@ -158,7 +194,7 @@ func (n *node) startE(initial, state string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	log, watch := &syncBuffer{}, NewRemovedWatch()
 	cmd.Stdout = log
-	cmd.Stderr = teeWriter{log, watch}
+	cmd.Stderr = io.MultiWriter(log, watch)
 	proc, err := supervise.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("start etcd %s: %w", n.name, err)
@@ -308,9 +344,11 @@ const observeTimeout = time.Second
 // facts gathers n's Facts as the init does: its data dir, etcd's word on
 // removal, and Observe through the other nodes.
 func (n *node) facts(ctx context.Context, expected []string, peers ...*node) Facts {
+	_, err := os.Stat(filepath.Join(n.stateDir, "member"))
+	was := err == nil
 	f := Facts{
 		Self: n.name, SelfPeerURL: n.PeerURL(), Cluster: n.c.token,
-		HasData: n.hasData(), ExpectedInitial: expected,
+		HasData: n.hasData(), WasMember: was, ExpectedInitial: expected,
 	}
 	n.mu.Lock()
 	if n.watch != nil {
@@ -348,13 +386,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
-
-func (w teeWriter) Write(p []byte) (int, error) {
-	_, _ = w.b.Write(p)
-	return w.a.Write(p)
 }
 
 func tail(s string, n int) string {
@@ -396,4 +427,20 @@ func (l *logger) all() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
+}
+
+// waitFor waits until a line containing substr is logged, failing the
+// test when ctx ends first.
+func (l *logger) waitFor(ctx context.Context, substr string) {
+	l.t.Helper()
+	for {
+		select {
+		case line := <-l.ch:
+			if strings.Contains(line, substr) {
+				return
+			}
+		case <-ctx.Done():
+			l.t.Fatalf("%s never logged %q", l.name, substr)
+		}
+	}
 }

@@ -45,6 +45,9 @@ var (
 	ErrRemoved = errors.New("member not in the cluster")
 )
 
+// errNotForLearner is what a learner answers to writes and leases.
+var errNotForLearner = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
+
 // Logf receives one line per step worth logging.
 type Logf func(format string, args ...any)
 
@@ -87,7 +90,9 @@ type Joined struct {
 //   - every learner that never started, whatever its name: while the lock
 //     is held by nobody else, no join is under way, so such a learner is
 //     an orphan whose node died between its add and its start (etcd allows
-//     one learner at a time, so an orphan would block every later join);
+//     one learner at a time, so an orphan would block every later join).
+//     A learner added by hand (etcdctl member add --learner) and not yet
+//     started counts as one too: add members through etcdbox;
 //   - an unstarted voting member with this node's name or peer URL;
 //   - a started member with this node's name or peer URL that does not
 //     answer (its node lost its data). If it answers, Join fails with
@@ -167,6 +172,9 @@ func joinLocked(ctx context.Context, cli *clientv3.Client, req Request, logf Log
 		add, err = cli.MemberAddAsLearner(ctx, []string{req.PeerURL})
 		return err
 	})
+	if errors.Is(err, rpctypes.ErrTooManyLearners) {
+		return nil, fmt.Errorf("add learner: another learner is waiting for its promotion: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("add learner: %w", err)
 	}
@@ -245,11 +253,19 @@ func (j *Joined) Release() {
 // attempts. A member that is already voting counts as promoted; one that
 // is gone fails with ErrRemoved. The init calls it for a node that
 // restarted as a learner (Plan.Promote); a fresh join uses Joined.Promote.
+//
+// cli must reach voting members, as for Join: a learner refuses the lock's
+// lease ("rpc not supported for learner"), so a client of the learner's
+// own endpoint does not do.
 func Promote(ctx context.Context, cli *clientv3.Client, id uint64, logf Logf) (attempts int, err error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	l, err := acquire(ctx, cli, 0, logf)
+	if errors.Is(err, errNotForLearner) {
+		return 0, fmt.Errorf("promote %x: the client reaches only a learner (%s); use the other members' client URLs: %w",
+			id, strings.Join(cli.Endpoints(), ","), err)
+	}
 	if err != nil {
 		return 0, err
 	}

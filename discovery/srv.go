@@ -1,0 +1,206 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// ErrNoRecords means the domain has no etcd server SRV records: the name
+// does not exist (NXDOMAIN) or has no SRV answer. A node that sees it waits
+// and asks again; DNS may not be populated yet.
+var ErrNoRecords = errors.New("no SRV records")
+
+// Resolver is the part of *net.Resolver that SRV uses. ResolverAt returns
+// one that asks a given DNS server; net.DefaultResolver uses the system's.
+type Resolver interface {
+	LookupSRV(ctx context.Context, service, proto, name string) (cname string, addrs []*net.SRV, err error)
+	LookupHost(ctx context.Context, host string) (addrs []string, err error)
+}
+
+// ResolverAt returns a resolver that sends every query to the DNS server
+// at addr ("10.0.0.1:53"), over UDP, or TCP for truncated answers. It uses
+// Go's own resolver, so no libc is involved; it still reads /etc/hosts.
+func ResolverAt(addr string) *net.Resolver {
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+}
+
+// SRV services, as etcd's --discovery-srv uses them.
+const (
+	srvServer = "etcd-server-ssl"
+	srvClient = "etcd-client-ssl"
+)
+
+// SRVNames returns the SRV record names SRV looks up for domain and
+// serviceName: _etcd-server-ssl[-<svc>]._tcp.<domain> for the peers and
+// _etcd-client-ssl[-<svc>]._tcp.<domain> for their client ports.
+func SRVNames(domain, serviceName string) (server, client string) {
+	suffix := ""
+	if serviceName != "" {
+		suffix = "-" + serviceName
+	}
+	domain = strings.TrimSuffix(domain, ".")
+	return "_" + srvServer + suffix + "._tcp." + domain, "_" + srvClient + suffix + "._tcp." + domain
+}
+
+// SRV returns the peer set that domain's SRV records describe, sorted by
+// name (natural order: n2 before n10).
+//
+// The peers are the targets of _etcd-server-ssl._tcp.<domain>, or of
+// _etcd-server-ssl-<serviceName>._tcp.<domain> when serviceName is set, as
+// etcd's --discovery-srv-name does. A peer's name is the first label of its
+// target, its Host the target without the trailing dot (peers are
+// addressed by DNS name) and its PeerPort the record's port. Its ClientPort
+// comes from the matching target of _etcd-client-ssl[-<svc>]._tcp.<domain>
+// when that name has records, and is DefaultClientPort otherwise.
+//
+// SRV checks the answer and reports every problem at once, each naming the
+// record or target, in a *multierror.Error:
+//   - no records at all (NXDOMAIN or an empty answer) wraps ErrNoRecords;
+//   - a target must be <name>.<domain>, exactly one valid node name under
+//     the domain, since nodes issue their certificates for that name;
+//   - every target must resolve to at least one A or AAAA address;
+//   - a name listed twice is an error when the two records disagree (other
+//     target or port), and two names with the same address and port are an
+//     error: either would make two members of one node. A record repeated
+//     exactly is counted once (DNS servers do that themselves).
+//
+// No partial set is returned: a peer that is missing or wrong would change
+// the expected initial members, so the caller waits and asks again.
+func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, error) {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	serverName, clientName := SRVNames(domain, serviceName)
+	suffix := ""
+	if serviceName != "" {
+		suffix = "-" + serviceName
+	}
+	// The rooted name keeps the resolver from trying search domains.
+	_, servers, err := r.LookupSRV(ctx, srvServer+suffix, "tcp", domain+".")
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("lookup %s: %w", serverName, ErrNoRecords)
+		}
+		return nil, fmt.Errorf("lookup %s: %w", serverName, err)
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("lookup %s: %w", serverName, ErrNoRecords)
+	}
+
+	clientPorts := map[string]uint16{}
+	_, clients, err := r.LookupSRV(ctx, srvClient+suffix, "tcp", domain+".")
+	switch {
+	case err == nil:
+		for _, c := range clients {
+			clientPorts[canonicalTarget(c.Target)] = c.Port
+		}
+	case isNotFound(err):
+		// No client records: every peer uses the default client port.
+	default:
+		return nil, fmt.Errorf("lookup %s: %w", clientName, err)
+	}
+
+	var problems *multierror.Error
+	fail := func(format string, args ...any) {
+		problems = multierror.Append(problems, fmt.Errorf(format, args...))
+	}
+	byName := map[string]Peer{}
+	var set PeerSet
+	for _, s := range servers {
+		target := canonicalTarget(s.Target)
+		name, rest, _ := strings.Cut(target, ".")
+		switch {
+		case target == "":
+			fail("%s: a target of \".\" means the service is not available", serverName)
+			continue
+		case rest != domain && !strings.HasSuffix(rest, "."+domain):
+			fail("%s: SRV target %s is outside %s", serverName, target, domain)
+			continue
+		case rest != domain:
+			fail("%s: SRV target %s is not directly under %s (want <name>.%s)", serverName, target, domain, domain)
+			continue
+		case !ValidName(name):
+			fail("%s: SRV target %s: %q is not a valid node name (%s)", serverName, target, name, nameRule)
+			continue
+		case s.Port == 0:
+			fail("%s: SRV target %s has port 0", serverName, target)
+			continue
+		}
+		p := Peer{Name: name, Host: target, PeerPort: int(s.Port), ClientPort: DefaultClientPort}
+		if cp, ok := clientPorts[target]; ok && cp != 0 {
+			p.ClientPort = int(cp)
+		}
+		if prev, dup := byName[name]; dup {
+			if prev != p {
+				fail("%s: %s is listed twice (%s and %s)", serverName, name,
+					net.JoinHostPort(prev.Host, strconv.Itoa(prev.PeerPort)), net.JoinHostPort(p.Host, strconv.Itoa(p.PeerPort)))
+			}
+			continue
+		}
+		byName[name] = p
+		set = append(set, p)
+	}
+
+	// Resolve every target, concurrently: one slow name must not add up.
+	addrs := make([][]string, len(set))
+	errs := make([]error, len(set))
+	var wg sync.WaitGroup
+	for i, p := range set {
+		wg.Go(func() { addrs[i], errs[i] = r.LookupHost(ctx, p.Host+".") })
+	}
+	wg.Wait()
+	endpoints := map[string]string{} // ip:peerPort -> name
+	for i, p := range set {
+		switch {
+		case errs[i] != nil && isNotFound(errs[i]), errs[i] == nil && len(addrs[i]) == 0:
+			fail("SRV target %s has no address", p.Host)
+			continue
+		case errs[i] != nil:
+			fail("resolve SRV target %s: %w", p.Host, errs[i])
+			continue
+		}
+		for _, a := range addrs[i] {
+			ep := net.JoinHostPort(a, strconv.Itoa(p.PeerPort))
+			if other, dup := endpoints[ep]; dup && other != p.Name {
+				fail("%s: %s and %s are the same node: both resolve to %s", serverName, other, p.Name, ep)
+				continue
+			}
+			endpoints[ep] = p.Name
+		}
+	}
+	if err := problems.ErrorOrNil(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(set, func(a, b Peer) int {
+		switch {
+		case naturalLess(a.Name, b.Name):
+			return -1
+		case naturalLess(b.Name, a.Name):
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return set, nil
+}
+
+// canonicalTarget lowercases an SRV target and drops its trailing dot.
+func canonicalTarget(t string) string {
+	return strings.ToLower(strings.TrimSuffix(t, "."))
+}
+
+func isNotFound(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de) && de.IsNotFound
+}
