@@ -8,10 +8,16 @@
 //	seed, err := discovery.ParseSeed(data)
 //
 // Seeds come from the first source that has one: the kernel command line
-// (ParseCmdline, SeedFromCmdline), a file baked into the initramfs, and
-// later NoCloud and config drives and cloud metadata services. The package
-// will also resolve the peer set from the seed: DNS SRV records or the
-// static peer list.
+// (ParseCmdline, SeedFromCmdline), a NoCloud cidata volume, or a file baked
+// into the initramfs (the init reads the volumes; config drives and cloud
+// metadata services come later).
+//
+// The peer set comes from the seed's discovery section: SRV resolves
+// _etcd-server-ssl._tcp.<domain> (and the client records) into peers
+// addressed by DNS name; StaticPeers takes the seed's list.
+//
+//	peers, err := discovery.SRV(ctx, net.DefaultResolver, "etcd.example.internal", "")
+//	initial := peers.Initial(seed.Discovery.InitialSize) // who may bootstrap
 //
 // The PID-1 init links this package, so it depends on little beyond the
 // standard library: sigs.k8s.io/yaml, go-multierror and package pki.
