@@ -1,0 +1,149 @@
+// Package upgrade is the init's upgrade agent: it pulls an etcdbox OCI
+// image by digest, takes the kernel and initramfs out of it, and hands them
+// to the slot writer.
+//
+// The image is the one `etcdbox build --format oci` makes: a single layer
+// whose files include /boot/vmlinuz and /boot/initrd. Only a reference
+// pinned by digest is accepted, so what is staged is exactly what was
+// asked for; go-containerregistry verifies every blob it reads against
+// its digest.
+package upgrade
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Boot files inside the image.
+const (
+	KernelPath = "boot/vmlinuz"
+	InitrdPath = "boot/initrd"
+)
+
+// maxBootFile bounds what the agent reads for one boot file, so a hostile
+// image cannot fill the ESP or memory.
+const maxBootFile = 256 << 20
+
+// ErrNoDigest means a reference names a tag, not a digest.
+var ErrNoDigest = errors.New("the image reference must be pinned by digest (repo@sha256:...)")
+
+// Boot is what an image carries for a slot.
+type Boot struct {
+	Digest string // the manifest digest that was pulled
+	Kernel []byte
+	Initrd []byte
+}
+
+// Options configure Fetch.
+type Options struct {
+	// Insecure allows plain HTTP to the registry (a closed local network;
+	// the digest still pins the content).
+	Insecure bool
+	// Remote are extra go-containerregistry options (transport, auth).
+	Remote []remote.Option
+}
+
+// ParseRef checks that ref is a digest reference and returns it.
+func ParseRef(ref string, insecure bool) (name.Digest, error) {
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	d, err := name.NewDigest(ref, opts...)
+	if err != nil {
+		if _, terr := name.ParseReference(ref, opts...); terr == nil {
+			return name.Digest{}, fmt.Errorf("image %s: %w", ref, ErrNoDigest)
+		}
+		return name.Digest{}, fmt.Errorf("image %s: %w", ref, err)
+	}
+	return d, nil
+}
+
+// Fetch pulls the image at ref and returns its boot files.
+func Fetch(ctx context.Context, ref string, o Options) (*Boot, error) {
+	d, err := ParseRef(ref, o.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(d, append([]remote.Option{remote.WithContext(ctx)}, o.Remote...)...)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	got, err := img.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	if got.String() != d.DigestStr() {
+		return nil, fmt.Errorf("pull %s: registry served manifest %s", ref, got)
+	}
+	return bootFiles(img, ref, got.String())
+}
+
+// bootFiles reads /boot/vmlinuz and /boot/initrd from the image's layers;
+// a later layer's file wins, as in an unpacked image.
+func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: layers: %w", ref, err)
+	}
+	b := &Boot{Digest: digest}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: layer %d: %w", ref, i, err)
+		}
+		err = scanLayer(rc, b)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: layer %d: %w", ref, i, err)
+		}
+	}
+	switch {
+	case len(b.Kernel) == 0:
+		return nil, fmt.Errorf("image %s: no /%s: not an etcdbox image", ref, KernelPath)
+	case len(b.Initrd) == 0:
+		return nil, fmt.Errorf("image %s: no /%s: not an etcdbox image", ref, InitrdPath)
+	}
+	return b, nil
+}
+
+func scanLayer(r io.Reader, b *Boot) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var dst *[]byte
+		switch path.Clean("/" + h.Name) {
+		case "/" + KernelPath:
+			dst = &b.Kernel
+		case "/" + InitrdPath:
+			dst = &b.Initrd
+		default:
+			continue
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("/%s is not a regular file", h.Name)
+		}
+		if h.Size > maxBootFile {
+			return fmt.Errorf("/%s is %d bytes, more than %d", h.Name, h.Size, maxBootFile)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, maxBootFile+1))
+		if err != nil {
+			return fmt.Errorf("read /%s: %w", h.Name, err)
+		}
+		*dst = data
+	}
+}

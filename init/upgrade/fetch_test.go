@@ -1,0 +1,106 @@
+package upgrade
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// registryHost starts go-containerregistry's registry on loopback.
+func registryHost(t *testing.T) string {
+	s := httptest.NewServer(registry.New())
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+func TestFetchBuiltImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an OCI image")
+	}
+	host := registryHost(t)
+	vmlinuz, modules := testenv.Kernel(t)
+	res, err := image.Build(context.Background(), image.Config{
+		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
+		Format: image.FormatOCI, Push: host + "/etcdbox:v2",
+	})
+	require.NoError(t, err)
+
+	ref := host + "/etcdbox@" + res.Digest
+	b, err := Fetch(context.Background(), ref, Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, res.Digest, b.Digest)
+	want, err := os.ReadFile(vmlinuz)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, b.Kernel), "kernel bytes differ")
+	assert.Greater(t, len(b.Initrd), 1<<20)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b.Initrd[:2], "initrd is gzip")
+}
+
+func pushLayer(t *testing.T, host string, files map[string]string) string {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for p, data := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: p, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(data))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	return push(t, host, img)
+}
+
+func push(t *testing.T, host string, img v1.Image) string {
+	ref, err := name.ParseReference(host+"/x:latest", name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(ref, img))
+	d, err := img.Digest()
+	require.NoError(t, err)
+	return host + "/x@" + d.String()
+}
+
+func TestFetchBadInput(t *testing.T) {
+	host := registryHost(t)
+	ok := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i"})
+	noKernel := pushLayer(t, host, map[string]string{"boot/initrd": "i"})
+	noInitrd := pushLayer(t, host, map[string]string{"./boot/vmlinuz": "k"})
+	tests := []struct {
+		name, ref, want string
+	}{
+		{"tag instead of digest", host + "/x:latest", "pinned by digest"},
+		{"garbage reference", "::nope::", "::nope::"},
+		{"unknown digest", host + "/x@sha256:" + strings.Repeat("0", 64), "pull"},
+		{"no kernel", noKernel, "no /boot/vmlinuz"},
+		{"no initrd", noInitrd, "no /boot/initrd"},
+		{"unreachable registry", "127.0.0.1:1/x@sha256:" + strings.Repeat("a", 64), "127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Fetch(context.Background(), tt.ref, Options{Insecure: true})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	b, err := Fetch(context.Background(), ok, Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, "k", string(b.Kernel))
+	assert.Equal(t, "i", string(b.Initrd))
+}
