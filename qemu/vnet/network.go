@@ -325,3 +325,14 @@ func (n *Network) Stats() Stats {
 		Forward: ForwardStats{Conns: n.fwdConns.Load(), Failed: n.fwdFailed.Load()},
 	}
 }
+
+// Listen listens for TCP connections on the gateway's address inside the
+// network, e.g. for a registry the guests pull upgrade images from. Only
+// the guests can reach it; the caller serves and closes it.
+func (n *Network) Listen(port uint16) (net.Listener, error) {
+	ln, err := gonet.ListenTCP(n.stack, fullAddr(n.cfg.gateway, port), ipv4.ProtocolNumber)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s:%d: %s", n.cfg.gateway, port, err)
+	}
+	return ln, nil
+}
