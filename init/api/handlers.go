@@ -1,0 +1,273 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// httpError is an answer other than 2xx: status and message.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) *httpError {
+	return &httpError{code, fmt.Sprintf(format, args...)}
+}
+
+// endpoint is one method on one path. admin endpoints need the admin
+// certificate; query lists the query parameters it takes.
+type endpoint struct {
+	method string
+	admin  bool
+	query  []string
+	serve  func(s *Server, w http.ResponseWriter, r *http.Request) error
+}
+
+// routes maps paths to their endpoints. ServeMux would answer a wrong
+// method with a plain-text 405; the API answers every error in JSON.
+var routes = map[string][]endpoint{
+	nodeapi.PathStatus: {{method: http.MethodGet, serve: (*Server).status}},
+	nodeapi.PathLogs:   {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
+	nodeapi.PathReboot: {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
+	nodeapi.PathUpgrade: {
+		{method: http.MethodGet, serve: (*Server).upgradeProgress},
+		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
+	},
+}
+
+// ServeHTTP routes, authorizes and checks a request, and answers errors in
+// JSON.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.serve(w, r); err != nil {
+		var he *httpError
+		if !errors.As(err, &he) {
+			he = errorf(http.StatusInternalServerError, "%v", err)
+		}
+		writeJSON(w, he.code, nodeapi.ErrorBody{Error: he.msg})
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
+	eps, ok := routes[r.URL.Path]
+	if !ok {
+		return errorf(http.StatusNotFound, "unknown path %q; the API has %s", r.URL.Path, strings.Join(paths(), ", "))
+	}
+	i := slices.IndexFunc(eps, func(e endpoint) bool { return e.method == r.Method })
+	if i < 0 {
+		var allow []string
+		for _, e := range eps {
+			allow = append(allow, e.method)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
+	}
+	ep := eps[i]
+	client, err := clientName(r)
+	if err != nil {
+		return err
+	}
+	if ep.admin && client != pki.AdminCommonName {
+		return errorf(http.StatusForbidden, "%s %s needs the admin certificate (common name %q); this client is %q", r.Method, r.URL.Path, pki.AdminCommonName, client)
+	}
+	for k := range r.URL.Query() {
+		if !slices.Contains(ep.query, k) {
+			return errorf(http.StatusBadRequest, "unknown query parameter %q", k)
+		}
+	}
+	if ep.admin {
+		s.cfg.Log("node API: %s %s by %s from %s", r.Method, r.URL.Path, client, r.RemoteAddr)
+	}
+	return ep.serve(s, w, r)
+}
+
+// clientName returns the common name of the verified client certificate.
+// The TLS layer already refused anything else; this guards a handler
+// mounted without it.
+func clientName(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return "", errorf(http.StatusUnauthorized, "a client certificate from the cluster CA is required")
+	}
+	return r.TLS.VerifiedChains[0][0].Subject.CommonName, nil
+}
+
+func paths() []string {
+	var ps []string
+	for p := range routes {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
+	defer cancel()
+	st, err := s.cfg.Node.Status(ctx)
+	if err != nil {
+		return nodeError("status", err)
+	}
+	st.Upgrade = s.progress()
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
+	n := nodeapi.DefaultLogLines
+	if v := r.URL.Query()["lines"]; len(v) > 0 {
+		var err error
+		n, err = strconv.Atoi(v[0])
+		if err != nil || n < 1 || len(v) > 1 {
+			return errorf(http.StatusBadRequest, "lines: want one positive integer, got %q", strings.Join(v, ","))
+		}
+		n = min(n, nodeapi.MaxLogLines)
+	}
+	lines := s.cfg.Node.Logs(n)
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, b.String())
+	return nil
+}
+
+func (s *Server) reboot(w http.ResponseWriter, r *http.Request) error {
+	// The body is optional; when there is one it must be an empty object,
+	// so a misspelt option is not silently dropped.
+	var req struct{}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	if err := s.cfg.Node.Reboot(); err != nil {
+		return nodeError("reboot", err)
+	}
+	writeJSON(w, http.StatusAccepted, nodeapi.Accepted{Message: "rebooting"})
+	return nil
+}
+
+func (s *Server) stageUpgrade(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.UpgradeRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if err := nodeapi.CheckImageRef(req.Image); err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	if err := s.cfg.Node.StageUpgrade(r.Context(), req.Image); err != nil {
+		return nodeError("stage upgrade", err)
+	}
+	writeJSON(w, http.StatusAccepted, s.progress())
+	return nil
+}
+
+func (s *Server) upgradeProgress(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, s.progress())
+	return nil
+}
+
+// progress is the node's upgrade progress, an empty phase made explicit.
+func (s *Server) progress() nodeapi.UpgradeProgress {
+	p := s.cfg.Node.Upgrade()
+	if p.Phase == "" {
+		p.Phase = nodeapi.PhaseIdle
+	}
+	return p
+}
+
+// nodeError maps an error of a Node method to an answer.
+func nodeError(op string, err error) error {
+	if errors.Is(err, ErrBusy) {
+		return errorf(http.StatusConflict, "%s: %v", op, err)
+	}
+	return errorf(http.StatusInternalServerError, "%s: %v", op, err)
+}
+
+// decodeBody decodes the request's JSON body into v strictly: unknown
+// fields, wrong types, trailing data and other media types are errors that
+// name the problem. optional allows an empty body.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return errorf(http.StatusUnsupportedMediaType, "request body: content type %q, want application/json", ct)
+		}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) && optional {
+			return nil
+		}
+		return bodyError(err)
+	}
+	if err := dec.Decode(&json.RawMessage{}); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return errorf(http.StatusBadRequest, "request body: more than one JSON value")
+		}
+		return bodyError(err)
+	}
+	return nil
+}
+
+// bodyError names what is wrong with a request body.
+func bodyError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		big *http.MaxBytesError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "request body: empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(http.StatusBadRequest, "request body: truncated JSON")
+	case errors.As(err, &syn):
+		return errorf(http.StatusBadRequest, "request body: invalid JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ) && typ.Field != "":
+		return errorf(http.StatusBadRequest, "request body: field %q: want %v, got JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.As(err, &typ):
+		return errorf(http.StatusBadRequest, "request body: want a JSON object, got JSON %s", typ.Value)
+	case errors.As(err, &big):
+		return errorf(http.StatusRequestEntityTooLarge, "request body: larger than %d bytes", big.Limit)
+	default:
+		// encoding/json has no type for an unknown field; its message is
+		// `json: unknown field "imag"`.
+		return errorf(http.StatusBadRequest, "request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(nodeapi.ErrorBody{Error: "encode answer: " + err.Error()})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,183 @@
+package api_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// fakeNode records the actions asked of it.
+type fakeNode struct {
+	mu        sync.Mutex
+	status    nodeapi.Status
+	statusErr error
+	logs      []string
+	rebootErr error
+	stageErr  error
+	reboots   int
+	staged    []string
+	progress  nodeapi.UpgradeProgress
+	calls     int
+}
+
+func (f *fakeNode) Status(context.Context) (nodeapi.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.status, f.statusErr
+}
+
+func (f *fakeNode) Logs(int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.logs
+}
+
+func (f *fakeNode) Reboot() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.rebootErr != nil {
+		return f.rebootErr
+	}
+	f.reboots++
+	return nil
+}
+
+func (f *fakeNode) StageUpgrade(_ context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.stageErr != nil {
+		return f.stageErr
+	}
+	f.staged = append(f.staged, ref)
+	f.progress = nodeapi.UpgradeProgress{Target: ref, Phase: nodeapi.PhasePulling}
+	return nil
+}
+
+func (f *fakeNode) Upgrade() nodeapi.UpgradeProgress {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.progress
+}
+
+func (f *fakeNode) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// testPKI is a cluster CA with the files of one node and of its clients.
+type testPKI struct {
+	ca *pki.CA
+	// admin holds ca.crt, admin.crt and admin.key (pki init's layout);
+	// node holds ca.crt, server.crt and server.key (the node's state/pki).
+	admin, node string
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	p := &testPKI{admin: filepath.Join(t.TempDir(), "pki"), node: filepath.Join(t.TempDir(), "state", "pki")}
+	require.NoError(t, pki.Init(p.admin, false))
+	ca, err := pki.LoadCAFiles(p.admin)
+	require.NoError(t, err)
+	p.ca = ca
+	require.NoError(t, os.MkdirAll(p.node, 0o700))
+	require.NoError(t, writeDir(p.node, map[string][]byte{api.CACertFile: ca.CertPEM()}))
+	p.issueServer(t)
+	return p
+}
+
+// issueServer writes a new server leaf for node n1 into the node's dir.
+func (p *testPKI) issueServer(t *testing.T) {
+	t.Helper()
+	dns, ips := pki.NodeSANs("n1", nil, nil)
+	cert, key, err := p.ca.Issue(pki.Leaf{CommonName: "n1", DNSNames: dns, IPs: ips, Server: true, Client: true})
+	require.NoError(t, err)
+	require.NoError(t, writeDir(p.node, map[string][]byte{api.ServerCertFile: cert, api.ServerKeyFile: key}))
+}
+
+// clientTLS returns a client configuration that trusts the cluster CA and
+// presents a certificate with common name cn, issued by issuer (nil: no
+// client certificate).
+func (p *testPKI) clientTLS(t *testing.T, issuer *pki.CA, cn string) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca.Cert)
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if issuer != nil {
+		certPEM, keyPEM, err := issuer.Issue(pki.Leaf{CommonName: cn, Client: true})
+		require.NoError(t, err)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		require.NoError(t, err)
+		// Present it whatever CAs the server asks for: Go's client would
+		// otherwise keep a certificate of another CA to itself, and the
+		// server's own check would go untested.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	}
+	return tc
+}
+
+func writeDir(dir string, files map[string][]byte) error {
+	for name, data := range files {
+		if err := pki.WriteFileAtomic(filepath.Join(dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startServer serves node on a loopback port and returns its endpoint.
+func startServer(t *testing.T, p *testPKI, node api.Node) string {
+	t.Helper()
+	srv, err := api.New(api.Config{PKIDir: p.node, Node: node, Log: t.Logf})
+	require.NoError(t, err)
+	return serveOn(t, srv)
+}
+
+// serveOn serves srv on a loopback port until the test ends and returns
+// its endpoint.
+func serveOn(t *testing.T, srv *api.Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		require.ErrorIs(t, <-done, http.ErrServerClosed)
+	})
+	return "https://" + l.Addr().String()
+}
+
+// httpClient returns a client that makes a new connection per request.
+func httpClient(tc *tls.Config) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
+}
+
+// apiError returns the *nodeapi.Error that err wraps.
+func apiError(t *testing.T, err error) *nodeapi.Error {
+	t.Helper()
+	var ae *nodeapi.Error
+	require.True(t, errors.As(err, &ae), "error %v does not wrap a *nodeapi.Error", err)
+	return ae
+}

@@ -1,0 +1,205 @@
+// Package api serves the etcdbox node API (DESIGN §8) inside the init:
+// HTTPS with mutual TLS on its own port, the wire format of package nodeapi.
+//
+// The server owns transport, authentication, authorization and request
+// checking; the init supplies the data and the actions through Node:
+//
+//	srv, err := api.New(api.Config{PKIDir: "/var/lib/etcdbox/state/pki", Node: n, Log: logf})
+//	l, err := net.Listen("tcp", ":9379")
+//	go srv.Serve(l) // returns http.ErrServerClosed after Shutdown
+//	...
+//	srv.Shutdown(ctx) // on the way down, so an accepted reboot's answer is sent
+//
+// TLS: the server presents PKIDir/server.crt and server.key and trusts client
+// certificates issued by PKIDir/ca.crt. All three files are read again on
+// every handshake, so a renewed leaf (written with pki.WriteFileAtomic) or a
+// CA bundle is used without a restart. A client without a certificate from
+// that CA, or speaking plain HTTP, is refused before any handler runs.
+//
+// Authorization: read-only endpoints (GET) accept any client certificate
+// from the CA, so nodes can read each other's status; mutating ones (POST)
+// require the admin certificate, whose common name is pki.AdminCommonName.
+// A node that holds the CA key (a seed with pki.caKey) could mint such a
+// certificate; the CA key is the trust boundary, not the common name.
+//
+// The API runs no shell and no command of the caller's choosing: every
+// action is a method of Node.
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// Files the server reads from Config.PKIDir.
+const (
+	CACertFile     = pki.CACertFile
+	ServerCertFile = "server.crt"
+	ServerKeyFile  = "server.key"
+)
+
+// ErrBusy is what Node methods wrap when they cannot take the request now:
+// a shutdown is under way, or another image is being staged. The server
+// answers 409 Conflict with the error's text.
+var ErrBusy = errors.New("busy")
+
+// Node is what the server needs from the init. Methods are called
+// concurrently, from the request's goroutine; none may block for long.
+type Node interface {
+	// Status reports the node. Fields it cannot tell stay zero; an error
+	// means no status at all (500). The server fills Status.Upgrade from
+	// Upgrade.
+	Status(ctx context.Context) (nodeapi.Status, error)
+	// Logs returns up to the last n lines of the init's log and etcd's,
+	// oldest first, without newlines. The server cuts longer answers.
+	Logs(n int) []string
+	// Reboot starts an orderly reboot and returns without waiting for it:
+	// the answer is written after Reboot returns, and the shutdown should
+	// call Server.Shutdown, which waits for that answer to be sent.
+	Reboot() error
+	// StageUpgrade starts staging ref (already checked with
+	// nodeapi.CheckImageRef) into the inactive slot and returns; the work
+	// goes on in the background and shows in Upgrade. ctx is the request's
+	// and ends with it, so the staging must not run under it. Staging the
+	// ref that is already staged or staging should succeed (idempotent).
+	StageUpgrade(ctx context.Context, ref string) error
+	// Upgrade reports the upgrade agent's progress.
+	Upgrade() nodeapi.UpgradeProgress
+}
+
+// Config configures a Server.
+type Config struct {
+	// PKIDir holds ca.crt, server.crt and server.key (the node's
+	// state/pki). Required.
+	PKIDir string
+	// Node answers the requests. Required.
+	Node Node
+	// Log receives one line per mutating request and per refused TLS
+	// handshake; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Server is the node API server.
+type Server struct {
+	cfg Config
+	hs  *http.Server
+}
+
+// Timeouts and limits of the server.
+const (
+	statusTimeout = 15 * time.Second
+	maxBody       = 64 << 10
+)
+
+// New checks cfg and that the PKI files load, and returns a server that is
+// not yet listening.
+func New(cfg Config) (*Server, error) {
+	if cfg.PKIDir == "" {
+		return nil, errors.New("node API: no PKI directory")
+	}
+	if cfg.Node == nil {
+		return nil, errors.New("node API: no node")
+	}
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	s := &Server{cfg: cfg}
+	if _, err := s.loadTLS(); err != nil {
+		return nil, fmt.Errorf("node API: %w", err)
+	}
+	s.hs = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          log.New(logWriter(cfg.Log), "", 0),
+	}
+	return s, nil
+}
+
+// Serve accepts connections on l and speaks TLS on them until Shutdown or
+// Close; then it returns http.ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	return s.hs.Serve(tls.NewListener(l, s.tlsConfig()))
+}
+
+// ListenAndServe listens on the TCP address addr (":9379") and calls Serve.
+func (s *Server) ListenAndServe(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("node API: %w", err)
+	}
+	return s.Serve(l)
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for the
+// requests under way to be answered.
+func (s *Server) Shutdown(ctx context.Context) error { return s.hs.Shutdown(ctx) }
+
+// Close closes the listeners and connections at once.
+func (s *Server) Close() error { return s.hs.Close() }
+
+// tlsConfig returns the listener's configuration: every handshake gets a
+// configuration loaded afresh from PKIDir.
+func (s *Server) tlsConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			tc, err := s.loadTLS()
+			if err != nil {
+				s.cfg.Log("node API: %v", err)
+			}
+			return tc, err
+		},
+	}
+}
+
+// loadTLS reads the server certificate and the client CA. The files are
+// small and handshakes rare (operators and the roll), so nothing is cached
+// and a renewal needs no signal.
+func (s *Server) loadTLS() (*tls.Config, error) {
+	certPath, keyPath := filepath.Join(s.cfg.PKIDir, ServerCertFile), filepath.Join(s.cfg.PKIDir, ServerKeyFile)
+	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("load server certificate %s: %w", certPath, err)
+	}
+	caPath := filepath.Join(s.cfg.PKIDir, CACertFile)
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return nil, fmt.Errorf("load client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("load client CA %s: no certificate", caPath)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		NextProtos:   []string{"http/1.1"},
+	}, nil
+}
+
+// logWriter adapts Config.Log to the http.Server's error log.
+type logWriter func(format string, args ...any)
+
+func (f logWriter) Write(p []byte) (int, error) {
+	f("node API: %s", strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,305 @@
+package api_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+const goodRef = "registry.example:5000/etcdbox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestRefusedAtTheTLSLayer(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{}
+	endpoint := startServer(t, p, node)
+	other, err := pki.NewCA("other-ca", 0)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name string
+		url  string
+		tls  *tls.Config
+	}{
+		{"plain HTTP", strings.Replace(endpoint, "https://", "http://", 1), nil},
+		{"no client certificate", endpoint, p.clientTLS(t, nil, "")},
+		{"admin certificate of another CA", endpoint, p.clientTLS(t, other, pki.AdminCommonName)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, req := range []struct{ method, path, body string }{
+				{http.MethodGet, nodeapi.PathStatus, ""},
+				{http.MethodPost, nodeapi.PathReboot, ""},
+			} {
+				r, err := http.NewRequest(req.method, tc.url+req.path, strings.NewReader(req.body))
+				require.NoError(t, err)
+				resp, err := httpClient(tc.tls).Do(r)
+				if tc.tls != nil {
+					require.Error(t, err, "%s %s", req.method, req.path)
+					continue
+				}
+				// Go's TLS server answers plain HTTP with a bare 400
+				// before any handler runs.
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s %s answered %s", req.method, req.path, b)
+				assert.Contains(t, string(b), "HTTPS server")
+			}
+			assert.Zero(t, node.callCount(), "a refused client reached the node")
+		})
+	}
+}
+
+func TestNonAdminReadsButCannotAct(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{status: nodeapi.Status{Name: "n1"}}
+	endpoint := startServer(t, p, node)
+	c, err := nodeapi.NewClientTLS(endpoint, p.clientTLS(t, p.ca, "n2"))
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	st, err := c.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "n1", st.Name)
+	_, err = c.Upgrade(ctx)
+	require.NoError(t, err)
+	_, err = c.Logs(ctx, 5)
+	require.NoError(t, err)
+
+	for name, call := range map[string]func() error{
+		"reboot":  func() error { return c.Reboot(ctx) },
+		"upgrade": func() error { return c.StageUpgrade(ctx, goodRef) },
+	} {
+		err := call()
+		require.Error(t, err, name)
+		ae := apiError(t, err)
+		assert.Equal(t, http.StatusForbidden, ae.StatusCode, name)
+		assert.Contains(t, ae.Message, `needs the admin certificate (common name "etcdbox-admin"); this client is "n2"`, name)
+	}
+	assert.Zero(t, node.reboots)
+	assert.Empty(t, node.staged)
+}
+
+func TestClientAgainstServer(t *testing.T) {
+	p := newTestPKI(t)
+	want := nodeapi.Status{
+		Name: "n1", Cluster: "demo", Version: "v2", EtcdVersion: "3.7.3", Kernel: "6.1.0-57-amd64",
+		Slot: "b", Blessed: true,
+		Slots: []nodeapi.Slot{
+			{Name: "a", Generation: 1, State: nodeapi.SlotBlessed},
+			{Name: "b", Generation: 2, State: nodeapi.SlotBlessed},
+		},
+		Member:     nodeapi.Member{ID: "8e9e05c52164694d", ClusterID: "cdf818194e3a8c32", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
+		CertExpiry: time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC),
+		Uptime:     26*time.Hour + 3*time.Minute,
+		Upgrade:    nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
+	}
+	node := &fakeNode{status: want, logs: []string{"one", "two", "three", "four"}}
+	endpoint := startServer(t, p, node)
+	c, err := nodeapi.NewClient(endpoint, p.admin)
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+
+	got, err := c.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	lines, err := c.Logs(ctx, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"three", "four"}, lines, "Logs(2) cuts to the last lines")
+	lines, err = c.Logs(ctx, 0)
+	require.NoError(t, err)
+	assert.Equal(t, node.logs, lines)
+
+	require.NoError(t, c.StageUpgrade(ctx, goodRef))
+	assert.Equal(t, []string{goodRef}, node.staged)
+	prog, err := c.Upgrade(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.UpgradeProgress{Target: goodRef, Phase: nodeapi.PhasePulling}, prog)
+	got, err = c.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, prog, got.Upgrade, "the status carries the upgrade progress")
+
+	require.NoError(t, c.Reboot(ctx))
+	assert.Equal(t, 1, node.reboots)
+
+	// The server's message reaches the caller.
+	err = c.StageUpgrade(ctx, "registry.example/etcdbox:v2")
+	require.Error(t, err)
+	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode)
+	assert.Contains(t, err.Error(), "POST "+endpoint+"/v1/upgrade: 400 Bad Request: image \"registry.example/etcdbox:v2\": no digest")
+	assert.Len(t, node.staged, 1)
+}
+
+func TestNodeErrors(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{
+		statusErr: fmt.Errorf("read release: file does not exist"),
+		rebootErr: fmt.Errorf("shutdown under way: %w", api.ErrBusy),
+		stageErr:  fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
+	}
+	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	for _, tc := range []struct {
+		name     string
+		call     func() error
+		wantCode int
+		wantMsg  string
+	}{
+		{"status", func() error { _, err := c.Status(ctx); return err }, http.StatusInternalServerError, "status: read release: file does not exist"},
+		{"reboot", func() error { return c.Reboot(ctx) }, http.StatusConflict, "reboot: shutdown under way: busy"},
+		{"stage", func() error { return c.StageUpgrade(ctx, goodRef) }, http.StatusConflict, "stage upgrade: staging " + goodRef + ": busy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ae := apiError(t, tc.call())
+			assert.Equal(t, tc.wantCode, ae.StatusCode)
+			assert.Equal(t, tc.wantMsg, ae.Message)
+		})
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{}
+	endpoint := startServer(t, p, node)
+	hc := httpClient(p.clientTLS(t, p.ca, pki.AdminCommonName))
+
+	for _, tc := range []struct {
+		name        string
+		method      string
+		path        string
+		contentType string
+		body        string
+		wantCode    int
+		wantMsg     string
+	}{
+		{"unknown field", "POST", "/v1/upgrade", "application/json", `{"imag": "x"}`, 400, `request body: unknown field "imag"`},
+		{"wrong type", "POST", "/v1/upgrade", "", `{"image": 5}`, 400, `request body: field "image": want string, got JSON number`},
+		{"not an object", "POST", "/v1/upgrade", "", `["x"]`, 400, "request body: want a JSON object, got JSON array"},
+		{"not JSON", "POST", "/v1/upgrade", "", `image=x`, 400, "request body: invalid JSON at byte 1"},
+		{"truncated", "POST", "/v1/upgrade", "", `{"image": "x"`, 400, "request body: truncated JSON"},
+		{"empty", "POST", "/v1/upgrade", "", ``, 400, "request body: empty; want a JSON object"},
+		{"two values", "POST", "/v1/upgrade", "", `{"image": "` + goodRef + `"} {}`, 400, "request body: more than one JSON value"},
+		{"too large", "POST", "/v1/upgrade", "", `{"image": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "request body: larger than 65536 bytes"},
+		{"not JSON media type", "POST", "/v1/upgrade", "text/plain", `{"image": "` + goodRef + `"}`, 415, `request body: content type "text/plain", want application/json`},
+		{"no image", "POST", "/v1/upgrade", "", `{}`, 400, "image: required"},
+		{"tag without digest", "POST", "/v1/upgrade", "", `{"image": "registry.example/etcdbox:v2"}`, 400, `image "registry.example/etcdbox:v2": no digest; pin it as registry.example/etcdbox:v2@sha256:<64 hex digits>`},
+		{"short digest", "POST", "/v1/upgrade", "", `{"image": "registry.example/etcdbox@sha256:abc"}`, 400, `image "registry.example/etcdbox@sha256:abc": invalid checksum digest length`},
+		{"no registry", "POST", "/v1/upgrade", "", `{"image": "etcdbox@sha256:` + strings.Repeat("0", 64) + `"}`, 400, "registry to be explicitly defined"},
+		{"reboot option", "POST", "/v1/reboot", "", `{"force": true}`, 400, `request body: unknown field "force"`},
+		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
+		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
+		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/logs, /v1/reboot, /v1/status, /v1/upgrade`},
+		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
+		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
+		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},
+		{"lines twice", "GET", "/v1/logs?lines=1&lines=2", "", ``, 400, `lines: want one positive integer, got "1,2"`},
+		{"unknown query parameter", "GET", "/v1/status?verbose=1", "", ``, 400, `unknown query parameter "verbose"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, endpoint+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			resp, err := hc.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, tc.wantCode, resp.StatusCode)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			var body nodeapi.ErrorBody
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+			assert.Contains(t, body.Error, tc.wantMsg)
+			if tc.wantCode == http.StatusMethodNotAllowed {
+				assert.NotEmpty(t, resp.Header.Get("Allow"))
+			}
+		})
+	}
+	assert.Zero(t, node.callCount(), "a bad request reached the node")
+}
+
+func TestRebootWithEmptyObject(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{}
+	endpoint := startServer(t, p, node)
+	resp, err := httpClient(p.clientTLS(t, p.ca, pki.AdminCommonName)).Post(endpoint+nodeapi.PathReboot, "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Equal(t, 1, node.reboots)
+}
+
+func TestServerCertificateReloadedOnHandshake(t *testing.T) {
+	p := newTestPKI(t)
+	endpoint := startServer(t, p, &fakeNode{})
+	hc := httpClient(p.clientTLS(t, p.ca, "n2"))
+	serial := func() string {
+		resp, err := hc.Get(endpoint + nodeapi.PathUpgrade)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	assert.Equal(t, before, serial())
+	p.issueServer(t) // a renewal
+	assert.NotEqual(t, before, serial(), "the renewed leaf is served without a restart")
+}
+
+func TestNewChecksFiles(t *testing.T) {
+	p := newTestPKI(t)
+	_, err := api.New(api.Config{PKIDir: t.TempDir(), Node: &fakeNode{}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "load server certificate")
+	_, err = api.New(api.Config{PKIDir: p.node})
+	assert.ErrorContains(t, err, "no node")
+	_, err = api.New(api.Config{Node: &fakeNode{}})
+	assert.ErrorContains(t, err, "no PKI directory")
+}
+
+func TestShutdownLetsAcceptedRebootAnswer(t *testing.T) {
+	// The init's reboot path shuts the server down; the 202 must still
+	// reach the caller.
+	p := newTestPKI(t)
+	srvNode := &shutdownOnReboot{done: make(chan error, 1)}
+	srv, err := api.New(api.Config{PKIDir: p.node, Node: srvNode})
+	require.NoError(t, err)
+	srvNode.srv = srv
+	endpoint := serveOn(t, srv)
+	c, err := nodeapi.NewClient(endpoint, p.admin)
+	require.NoError(t, err)
+	require.NoError(t, c.Reboot(t.Context()))
+	require.NoError(t, <-srvNode.done)
+}
+
+// shutdownOnReboot shuts its server down from Reboot, as the init does,
+// without waiting for it.
+type shutdownOnReboot struct {
+	fakeNode
+	srv  *api.Server
+	done chan error
+}
+
+func (s *shutdownOnReboot) Reboot() error {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.done <- s.srv.Shutdown(ctx)
+	}()
+	return nil
+}

@@ -1,0 +1,261 @@
+package nodeapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// Error is an error answer from a node: its HTTP status and the message of
+// its JSON body. Client methods wrap it; find it with errors.As.
+type Error struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+}
+
+// Client talks to one node's API. It is safe for concurrent use.
+type Client struct {
+	endpoint string
+	hc       *http.Client
+}
+
+// Response body limits: a status is small, logs are up to MaxLogLines lines.
+const (
+	maxJSONBody = 1 << 20
+	maxLogsBody = 64 << 20
+)
+
+// NewClient returns a client for the node at endpoint (https://host:port;
+// a bare host:port means https, a missing port DefaultPort) that
+// authenticates with the admin certificate in pkiDir (ca.crt, admin.crt,
+// admin.key, as `etcdbox pki init` writes them).
+func NewClient(endpoint, pkiDir string) (*Client, error) {
+	tc, err := AdminTLS(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	return NewClientTLS(endpoint, tc)
+}
+
+// NewClientTLS is NewClient with a TLS configuration of the caller's: its
+// RootCAs must hold the cluster CA and its Certificates a client
+// certificate from it.
+func NewClientTLS(endpoint string, tc *tls.Config) (*Client, error) {
+	u, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		// Never a proxy: the API is reached directly (and tests must only
+		// talk to loopback).
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		TLSClientConfig:       tc.Clone(),
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &Client{endpoint: u, hc: &http.Client{Transport: tr}}, nil
+}
+
+// ParseEndpoint turns a node API endpoint into its canonical form
+// https://host:port: a missing scheme means https, a missing port
+// DefaultPort. Other schemes, paths and queries are errors.
+func ParseEndpoint(endpoint string) (string, error) {
+	s := endpoint
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("node API endpoint %q: %w", endpoint, err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return "", fmt.Errorf("node API endpoint %q: scheme %q, want https", endpoint, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("node API endpoint %q: no host", endpoint)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.User != nil:
+		return "", fmt.Errorf("node API endpoint %q: want only https://host:port", endpoint)
+	}
+	port := u.Port()
+	if port == "" {
+		port = strconv.Itoa(DefaultPort)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("node API endpoint %q: bad port %q", endpoint, port)
+	}
+	return "https://" + net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// AdminTLS loads the client side of the node API's mutual TLS from pkiDir:
+// the cluster CA (ca.crt) as the only trusted root, and the admin
+// certificate (admin.crt, admin.key).
+func AdminTLS(pkiDir string) (*tls.Config, error) {
+	certPath, keyPath := filepath.Join(pkiDir, pki.AdminCertFile), filepath.Join(pkiDir, pki.AdminKeyFile)
+	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("load admin certificate %s: %w", certPath, err)
+	}
+	caPath := filepath.Join(pkiDir, pki.CACertFile)
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return nil, fmt.Errorf("load cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("load cluster CA %s: no certificate", caPath)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Endpoint returns the node's endpoint in canonical form.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Close closes idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Status returns the node's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, PathStatus, nil, http.StatusOK, &st)
+	return st, err
+}
+
+// Logs returns the node's last n log lines (the init's and etcd's, oldest
+// first); n <= 0 means DefaultLogLines.
+func (c *Client) Logs(ctx context.Context, n int) ([]string, error) {
+	path := PathLogs
+	if n > 0 {
+		path += "?lines=" + strconv.Itoa(n)
+	}
+	var buf bytes.Buffer
+	if err := c.do(ctx, http.MethodGet, path, nil, http.StatusOK, &buf); err != nil {
+		return nil, err
+	}
+	text := strings.TrimSuffix(buf.String(), "\n")
+	if text == "" {
+		return nil, nil
+	}
+	return strings.Split(text, "\n"), nil
+}
+
+// Reboot asks the node to reboot. It returns once the node accepted; the
+// node then shuts down in order (leadership transfer, etcd stop, sync).
+func (c *Client) Reboot(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, PathReboot, nil, http.StatusAccepted, nil)
+}
+
+// StageUpgrade asks the node to stage image (pinned by digest, see
+// CheckImageRef) into its inactive slot. It returns once the node accepted;
+// follow the staging with Upgrade.
+func (c *Client) StageUpgrade(ctx context.Context, image string) error {
+	return c.do(ctx, http.MethodPost, PathUpgrade, UpgradeRequest{Image: image}, http.StatusAccepted, nil)
+}
+
+// Upgrade returns the progress of the node's upgrade agent.
+func (c *Client) Upgrade(ctx context.Context) (UpgradeProgress, error) {
+	var p UpgradeProgress
+	err := c.do(ctx, http.MethodGet, PathUpgrade, nil, http.StatusOK, &p)
+	return p, err
+}
+
+// do sends a request with body (JSON, when not nil) and reads an answer of
+// status want into out: a *bytes.Buffer takes the raw body, anything else
+// is decoded from JSON, nil discards it.
+func (c *Client) do(ctx context.Context, method, path string, body any, want int, out any) error {
+	u := c.endpoint + path
+	err := c.roundTrip(ctx, method, u, body, want, out)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	return nil
+}
+
+func (c *Client) roundTrip(ctx context.Context, method, u string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// url.Error repeats the method and URL that do adds.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return ue.Err
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		return readError(resp)
+	}
+	switch out := out.(type) {
+	case nil:
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSONBody))
+		return nil
+	case *bytes.Buffer:
+		n, err := io.Copy(out, io.LimitReader(resp.Body, maxLogsBody+1))
+		if err != nil {
+			return fmt.Errorf("read body: %w", err)
+		}
+		if n > maxLogsBody {
+			return fmt.Errorf("read body: longer than %d bytes", maxLogsBody)
+		}
+		return nil
+	default:
+		if err := json.NewDecoder(io.LimitReader(resp.Body, maxJSONBody)).Decode(out); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+		return nil
+	}
+}
+
+// readError turns an error answer into an *Error, with the JSON body's
+// message, or the start of a body that is not JSON.
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb ErrorBody
+	msg := ""
+	if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
+		msg = eb.Error
+	} else {
+		msg = strings.TrimSpace(string(b))
+		if len(msg) > 512 {
+			msg = msg[:512] + "..."
+		}
+	}
+	if msg == "" {
+		msg = "no message"
+	}
+	return &Error{StatusCode: resp.StatusCode, Message: msg}
+}

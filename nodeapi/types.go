@@ -1,0 +1,170 @@
+package nodeapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// DefaultPort is the node API's port when the seed sets no api.port.
+const DefaultPort = 9379
+
+// Paths of the endpoints.
+const (
+	PathStatus  = "/v1/status"
+	PathLogs    = "/v1/logs"
+	PathReboot  = "/v1/reboot"
+	PathUpgrade = "/v1/upgrade"
+)
+
+const (
+	// DefaultLogLines is how many log lines GET /v1/logs returns without
+	// ?lines=.
+	DefaultLogLines = 200
+	// MaxLogLines caps ?lines=; larger values are cut to it.
+	MaxLogLines = 100000
+)
+
+// Status is a node's answer to GET /v1/status. A field the node cannot tell
+// (etcd not running yet, say) is left at its zero value; the request still
+// succeeds.
+type Status struct {
+	// Name is the node's name, Cluster the seed's cluster name.
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	// Version is the image version (version= in /etc/etcdbox/release),
+	// EtcdVersion the etcd server's (etcd= there, or what etcd reports),
+	// Kernel the running kernel's release.
+	Version     string `json:"version"`
+	EtcdVersion string `json:"etcdVersion"`
+	Kernel      string `json:"kernel"`
+	// Slot is the booted slot ("a" or "b"; empty in container mode) and
+	// Blessed whether its boot entry has passed the health gate.
+	Slot    string `json:"slot"`
+	Blessed bool   `json:"blessed"`
+	// Slots describes every slot on the ESP, in name order.
+	Slots  []Slot `json:"slots"`
+	Member Member `json:"member"`
+	// CertExpiry is the NotAfter of the node's server certificate.
+	CertExpiry time.Time `json:"certExpiry"`
+	// Uptime is the time since the init started. On the wire it is a Go
+	// duration string such as "26h3m12s".
+	Uptime  time.Duration   `json:"-"`
+	Upgrade UpgradeProgress `json:"upgrade"`
+}
+
+// statusWire is Status with Uptime in a form that reads well in curl.
+type statusWire struct {
+	statusFields
+	Uptime string `json:"uptime"`
+}
+
+// statusFields is Status without its methods, so that statusWire does not
+// inherit MarshalJSON.
+type statusFields Status
+
+// MarshalJSON writes Uptime as a duration string, whole seconds.
+func (s Status) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statusWire{statusFields(s), s.Uptime.Round(time.Second).String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var w statusWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = Status(w.statusFields)
+	if w.Uptime != "" {
+		d, err := time.ParseDuration(w.Uptime)
+		if err != nil {
+			return fmt.Errorf("uptime: %w", err)
+		}
+		s.Uptime = d
+	}
+	return nil
+}
+
+// Slot states. A staged slot is SlotTrying until the gate blesses it or
+// marks it bad.
+const (
+	SlotEmpty   = "empty"
+	SlotTrying  = "trying"
+	SlotBlessed = "blessed"
+	SlotBad     = "bad"
+)
+
+// Slot is one A/B slot as its boot entry describes it.
+type Slot struct {
+	// Name is "a" or "b".
+	Name string `json:"name"`
+	// Generation is the entry's version field; the highest bootable one
+	// boots first.
+	Generation int `json:"generation"`
+	// State is one of SlotEmpty, SlotTrying, SlotBlessed, SlotBad.
+	State string `json:"state"`
+	// TriesLeft is the entry's boot counter while State is SlotTrying.
+	TriesLeft int `json:"triesLeft,omitempty"`
+}
+
+// Role is a node's place in the etcd cluster.
+type Role string
+
+// Roles.
+const (
+	RoleVoter   Role = "voter"
+	RoleLearner Role = "learner"
+	// RoleNone means the node is not (yet) a member, or etcd does not answer.
+	RoleNone Role = "none"
+)
+
+// Member is what the node's etcd says about itself.
+type Member struct {
+	// ID and ClusterID are hexadecimal, as etcdctl prints them; empty when
+	// unknown.
+	ID        string `json:"id"`
+	ClusterID string `json:"clusterID"`
+	Role      Role   `json:"role"`
+	Leader    bool   `json:"leader"`
+	// Healthy means etcd answers a linearizable read through this member.
+	Healthy bool `json:"healthy"`
+}
+
+// Upgrade phases, in order; PhaseFailed can follow any of the working ones.
+const (
+	PhaseIdle    = "idle"
+	PhasePulling = "pulling"
+	PhaseWriting = "writing"
+	// PhaseStaged means the inactive slot holds the target and its entry
+	// (with a try counter) sorts first: the next boot tries it.
+	PhaseStaged = "staged"
+	PhaseFailed = "failed"
+)
+
+// UpgradeProgress is the node's upgrade agent state, GET /v1/upgrade.
+type UpgradeProgress struct {
+	// Target is the image reference being staged or last staged.
+	Target string `json:"target,omitempty"`
+	// Phase is one of the Phase constants; empty means PhaseIdle.
+	Phase string `json:"phase"`
+	// Error says why Phase is PhaseFailed.
+	Error string `json:"error,omitempty"`
+	// Updated is when Phase last changed.
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// UpgradeRequest is the body of POST /v1/upgrade.
+type UpgradeRequest struct {
+	// Image is an OCI image reference pinned by digest; see CheckImageRef.
+	Image string `json:"image"`
+}
+
+// Accepted is the body of a 202 answer.
+type Accepted struct {
+	Message string `json:"message"`
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
