@@ -41,6 +41,7 @@ type Seed struct {
 	PKI       PKI       `json:"pki,omitzero"`
 	Etcd      Etcd      `json:"etcd,omitzero"`
 	API       API       `json:"api,omitzero"`
+	Upgrade   Upgrade   `json:"upgrade,omitzero"`
 }
 
 // Discovery says how a node finds its peers: DNS SRV records or a static
@@ -112,6 +113,30 @@ type Etcd struct {
 type API struct {
 	Port int `json:"port,omitempty"`
 }
+
+// Upgrade configures the upgrade agent and the slot health gate.
+type Upgrade struct {
+	// InsecureRegistries may be reached over plain HTTP (host:port), e.g.
+	// a registry on a closed local network; the digest still pins what is
+	// staged.
+	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
+	// Tries is how often systemd-boot tries a new slot before it falls
+	// back (default 3).
+	Tries int `json:"tries,omitempty"`
+	// SettleSeconds is how long a new slot must stay healthy before it is
+	// blessed (default 30); GateSeconds bounds the whole gate (default
+	// 300): a slot not settled by then is marked bad and the node reboots
+	// into the old one.
+	SettleSeconds int `json:"settleSeconds,omitempty"`
+	GateSeconds   int `json:"gateSeconds,omitempty"`
+}
+
+// Defaults of the upgrade section.
+const (
+	DefaultTries         = 3
+	DefaultSettleSeconds = 30
+	DefaultGateSeconds   = 300
+)
 
 // FieldError is one problem in a seed, at a key path such as
 // network.interfaces[0].addresses[1].
@@ -201,6 +226,9 @@ func (s *Seed) ApplyDefaults() {
 	if s.Discovery.InitialSize == 0 {
 		s.Discovery.InitialSize = max(len(s.Discovery.Peers), 1)
 	}
+	s.Upgrade.Tries = or(s.Upgrade.Tries, DefaultTries)
+	s.Upgrade.SettleSeconds = or(s.Upgrade.SettleSeconds, DefaultSettleSeconds)
+	s.Upgrade.GateSeconds = or(s.Upgrade.GateSeconds, DefaultGateSeconds)
 }
 
 // Validate reports every problem of s at once, as a *multierror.Error of
@@ -222,6 +250,7 @@ func (s *Seed) Validate() error {
 	p.port("etcd.clientPort", s.Etcd.ClientPort)
 	p.port("etcd.peerPort", s.Etcd.PeerPort)
 	p.port("api.port", s.API.Port)
+	p.upgrade(&s.Upgrade)
 	client, peer, api := or(s.Etcd.ClientPort, DefaultClientPort), or(s.Etcd.PeerPort, DefaultPeerPort), or(s.API.Port, DefaultAPIPort)
 	if client == peer {
 		p.add("etcd", "clientPort and peerPort are both %d", client)
@@ -648,5 +677,26 @@ func describe(v any) string {
 		return fmt.Sprintf("boolean %t", v)
 	default:
 		return fmt.Sprintf("%T", v)
+	}
+}
+
+func (p *problems) upgrade(u *Upgrade) {
+	for i, r := range u.InsecureRegistries {
+		host, port, err := net.SplitHostPort(r)
+		if err != nil || host == "" || port == "" {
+			p.add(fmt.Sprintf("upgrade.insecureRegistries[%d]", i), "%q: want host:port", r)
+		}
+	}
+	if u.Tries < 0 || u.Tries > 9 {
+		p.add("upgrade.tries", "%d: want 1 to 9", u.Tries)
+	}
+	if u.SettleSeconds < 0 {
+		p.add("upgrade.settleSeconds", "%d: negative", u.SettleSeconds)
+	}
+	if u.GateSeconds < 0 {
+		p.add("upgrade.gateSeconds", "%d: negative", u.GateSeconds)
+	}
+	if u.GateSeconds > 0 && u.SettleSeconds >= u.GateSeconds {
+		p.add("upgrade", "settleSeconds %d must be shorter than gateSeconds %d", u.SettleSeconds, u.GateSeconds)
 	}
 }

@@ -130,6 +130,13 @@ network:
 			},
 		},
 		{
+			name: "upgrade settings",
+			yaml: "cluster: demo\nupgrade:\n  insecureRegistries: [10.88.0.1:5000]\n  tries: 2\n  settleSeconds: 5\n  gateSeconds: 60\n" + f.issuing(),
+			want: func(s *Seed) {
+				s.Upgrade = Upgrade{InsecureRegistries: []string{"10.88.0.1:5000"}, Tries: 2, SettleSeconds: 5, GateSeconds: 60}
+			},
+		},
+		{
 			name: "null sections",
 			yaml: "cluster: demo\ndiscovery:\nnetwork: ~\n" + f.issuing(),
 		},
@@ -148,6 +155,7 @@ network:
 				PKI:       PKI{CACert: f.caCert, CAKey: f.caKey},
 				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380},
 				API:       API{Port: 9379},
+				Upgrade:   Upgrade{Tries: 3, SettleSeconds: 30, GateSeconds: 300},
 			}
 			if tt.want != nil {
 				tt.want(want)
@@ -202,6 +210,8 @@ func TestParseSeedBad(t *testing.T) {
 			want: map[string]string{"etcd.clientport": `unknown key (did you mean "clientPort"?)`},
 		},
 		{name: "bad node name", yaml: "cluster: demo\nname: N1\n" + issuing, want: map[string]string{"name": `"N1" is not a valid node name`}},
+		{name: "bad upgrade settings", yaml: "cluster: demo\nupgrade: {insecureRegistries: [nohost], tries: 12, settleSeconds: 90, gateSeconds: 60}\n" + issuing,
+			want: map[string]string{"upgrade.insecureRegistries[0]": `"nohost": want host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
 		{name: "bad cluster name", yaml: "cluster: my_cluster\n" + issuing, want: map[string]string{"cluster": `"my_cluster" is not a valid cluster name`}},
 		{name: "long cluster name", yaml: "cluster: " + strings.Repeat("a", 64) + "\n" + issuing, want: map[string]string{"cluster": "not a valid cluster name"}},
 		{name: "number for string", yaml: "cluster: 123\n" + issuing, want: map[string]string{"cluster": "want a string, got number 123"}},
