@@ -122,7 +122,8 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 	require.NoError(c.t, err)
 	s := &discovery.Seed{Cluster: clusterName, Name: n.name,
 		PKI:  discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
-		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort}}
+		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
+		API:  discovery.API{Port: freePort(c.t)}}
 	s.Discovery.InitialSize = initial
 	for _, p := range peers {
 		pn := c.nodes[p]

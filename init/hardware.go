@@ -36,7 +36,7 @@ func (n *node) watchPowerButton(ctx context.Context) error {
 	}
 	go func() {
 		for range ch {
-			n.powerc <- "power button pressed"
+			n.requestShutdown("power button pressed", false)
 		}
 	}()
 	return nil

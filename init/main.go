@@ -80,6 +80,7 @@ func (n *node) boot(ctx context.Context) error {
 			step{"load kernel modules", true, n.loadModules},
 			step{"arm watchdog", true, n.armWatchdog},
 			step{"listen for the power button", true, n.watchPowerButton},
+			step{"mount ESP", true, n.mountESP},
 			step{"prepare DATA", false, n.prepareData},
 		)
 	}
@@ -94,6 +95,7 @@ func (n *node) boot(ctx context.Context) error {
 	steps = append(steps,
 		step{"issue certificates", false, n.issueCertificates},
 		step{"start etcd", false, n.startEtcd},
+		step{"serve the node API", true, n.serveAPI},
 	)
 	for _, s := range steps {
 		start := time.Now()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
+	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"net"
 )
@@ -36,7 +39,10 @@ type node struct {
 	mounts  []string // mounted by init, unmounted in reverse at shutdown
 
 	dog    watchdog // nil without a hardware watchdog
-	powerc chan string
+	powerc chan shutdownRequest
+	esp    slot.Dir    // the mounted ESP, "" without one
+	api    *api.Server // the node API, nil until it serves
+	start  time.Time
 	once   sync.Once
 
 	mu       sync.Mutex
@@ -54,7 +60,8 @@ type watchdog interface {
 func newNode() *node {
 	n := &node{
 		ring:   console.NewRing(2000),
-		powerc: make(chan string, 4),
+		powerc: make(chan shutdownRequest, 4),
+		start:  time.Now(),
 	}
 	var out io.Writer = os.Stderr
 	if os.Getpid() == 1 {
@@ -62,7 +69,8 @@ func newNode() *node {
 			out = f
 		}
 	}
-	n.log = console.New(out)
+	// The ring holds the init's lines and etcd's, for the node API's logs.
+	n.log = console.New(out, n.ring)
 	return n
 }
 
@@ -90,9 +98,27 @@ func (n *node) handleShutdown() {
 	case s := <-sigc:
 		n.log.Printf("%s received: shutting down", s)
 		n.shutdown(false)
-	case why := <-n.powerc:
-		n.log.Printf("%s: shutting down", why)
-		n.shutdown(false)
+	case r := <-n.powerc:
+		what := "shutting down"
+		if r.reboot {
+			what = "rebooting"
+		}
+		n.log.Printf("%s: %s", r.why, what)
+		n.shutdown(r.reboot)
+	}
+}
+
+// shutdownRequest asks handleShutdown to power off or reboot.
+type shutdownRequest struct {
+	why    string
+	reboot bool
+}
+
+// requestShutdown asks for an orderly power-off or reboot and returns.
+func (n *node) requestShutdown(why string, reboot bool) {
+	select {
+	case n.powerc <- shutdownRequest{why, reboot}:
+	default: // one is pending already
 	}
 }
 
@@ -105,6 +131,13 @@ func (n *node) shutdown(reboot bool) {
 		n.stopping = true
 		etcd := n.etcd
 		n.mu.Unlock()
+		if n.api != nil {
+			// Waits for answers in flight, such as the one to a reboot
+			// request.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = n.api.Shutdown(ctx)
+			cancel()
+		}
 		if etcd != nil {
 			if err := etcd.Stop(30 * time.Second); err != nil {
 				n.log.Printf("stop etcd: %v", err)
@@ -134,6 +167,13 @@ func (n *node) shutdown(reboot bool) {
 // off; anything else is logged, synced, and the node reboots. In container
 // mode init exits non-zero, and the container runtime decides.
 func (n *node) fail(err error) {
+	// A slot on probation that cannot boot is marked bad first, so the
+	// reboot lands in the other slot now, not after its remaining tries.
+	if n.failSlot("init failed: " + err.Error()) {
+		n.log.Printf("fatal: %v", err)
+		n.requestShutdown("init failure in a new slot", true)
+		select {}
+	}
 	if errors.Is(err, errWait) {
 		n.log.Printf("fatal: %v", err)
 		if n.container {

@@ -42,6 +42,7 @@ func (n *node) startEtcd(ctx context.Context) error {
 	}
 	go n.lifecycle(ctx)
 	go n.watchReady(ctx)
+	go n.runGate(ctx)
 	return nil
 }
 

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/upgrade"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+	"golang.org/x/sys/unix"
+)
+
+// serveAPI starts the node API on the seed's api.port (DESIGN §8).
+func (n *node) serveAPI(context.Context) error {
+	srv, err := api.New(api.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.log.Printf})
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(n.listenIP, strconv.Itoa(n.seed.API.Port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("node API: %w", err)
+	}
+	n.api = srv
+	go func() {
+		if err := srv.Serve(l); err != nil && !strings.Contains(err.Error(), "closed") {
+			n.log.Printf("node API: %v", err)
+		}
+	}()
+	n.log.Printf("node API on https://%s", addr)
+	return nil
+}
+
+// apiNode answers the node API for the init.
+type apiNode struct {
+	n *node
+
+	mu       sync.Mutex
+	progress nodeapi.UpgradeProgress
+}
+
+// release reads /etc/etcdbox/release (key=value lines).
+func release() map[string]string {
+	out := map[string]string{}
+	b, _ := os.ReadFile("/etc/etcdbox/release")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
+	n := a.n
+	rel := release()
+	st := nodeapi.Status{
+		Name:        n.name,
+		Version:     rel["version"],
+		EtcdVersion: rel["etcd"],
+		Slot:        n.bootedSlot(),
+		Uptime:      time.Since(n.start),
+	}
+	if n.seed != nil {
+		st.Cluster = n.seed.Cluster
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		st.Kernel = string(bytes.TrimRight(u.Release[:], "\x00"))
+	}
+	if n.esp != "" {
+		if ss, err := slot.Read(n.esp); err == nil {
+			for _, name := range []string{"a", "b"} {
+				s := ss.Slots[name]
+				out := nodeapi.Slot{Name: name, State: slotState(s)}
+				if s.Entry != nil {
+					out.Generation = s.Entry.Generation
+					out.TriesLeft = s.Entry.Name.Left
+				}
+				st.Slots = append(st.Slots, out)
+				if name == st.Slot {
+					st.Blessed = s.Status() == slot.Blessed
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(n.pkiDir(), "server.crt")); err == nil {
+		st.CertExpiry, _ = pki.Expiry(b)
+	}
+	st.Member.Role = nodeapi.RoleNone
+	if n.supervisor() != nil {
+		if c, err := n.localMember().client(); err == nil {
+			defer c.Close()
+			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if s, err := c.Status(sctx, c.Endpoints()[0]); err == nil {
+				st.EtcdVersion = s.Version
+				st.Member.ID = fmt.Sprintf("%x", s.Header.MemberId)
+				st.Member.ClusterID = fmt.Sprintf("%x", s.Header.ClusterId)
+				st.Member.Leader = s.Leader == s.Header.MemberId
+				st.Member.Role = nodeapi.RoleVoter
+				if s.IsLearner {
+					st.Member.Role = nodeapi.RoleLearner
+				}
+				st.Member.Healthy = ready(sctx, c) == nil
+			}
+		}
+	}
+	return st, nil
+}
+
+func slotState(s slot.Slot) string {
+	switch s.Status() {
+	case slot.Blessed:
+		return nodeapi.SlotBlessed
+	case slot.Trying:
+		return nodeapi.SlotTrying
+	case slot.Bad:
+		return nodeapi.SlotBad
+	}
+	return nodeapi.SlotEmpty
+}
+
+func (a *apiNode) Logs(lines int) []string {
+	all := a.n.ring.Lines()
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return all
+}
+
+func (a *apiNode) Reboot() error {
+	a.n.requestShutdown("reboot requested through the node API", true)
+	return nil
+}
+
+func (a *apiNode) Upgrade() nodeapi.UpgradeProgress {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.progress
+	if p.Phase == "" {
+		p.Phase = nodeapi.PhaseIdle
+	}
+	return p
+}
+
+func (a *apiNode) setPhase(target, phase, errText string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.progress = nodeapi.UpgradeProgress{Target: target, Phase: phase, Error: errText, Updated: time.Now()}
+	if errText != "" {
+		a.n.log.Printf("upgrade %s: %s: %s", target, phase, errText)
+	} else {
+		a.n.log.Printf("upgrade %s: %s", target, phase)
+	}
+}
+
+// StageUpgrade pulls ref and writes it into the inactive slot in the
+// background. The same ref staging or staged is accepted again.
+func (a *apiNode) StageUpgrade(_ context.Context, ref string) error {
+	n := a.n
+	if n.esp == "" {
+		return fmt.Errorf("%w: no ESP mounted (container mode has no slots)", api.ErrBusy)
+	}
+	a.mu.Lock()
+	p := a.progress
+	busy := p.Phase == nodeapi.PhasePulling || p.Phase == nodeapi.PhaseWriting
+	if busy && p.Target == ref {
+		a.mu.Unlock()
+		return nil
+	}
+	if busy {
+		a.mu.Unlock()
+		return fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+	}
+	a.mu.Unlock()
+	a.setPhase(ref, nodeapi.PhasePulling, "")
+	go func() {
+		if err := a.stage(ref); err != nil {
+			a.setPhase(ref, nodeapi.PhaseFailed, err.Error())
+			return
+		}
+		a.setPhase(ref, nodeapi.PhaseStaged, "")
+	}()
+	return nil
+}
+
+// stage pulls ref and writes it into the slot that is not booted.
+func (a *apiNode) stage(ref string) error {
+	n := a.n
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	d, err := upgrade.ParseRef(ref, false)
+	if err != nil {
+		return err
+	}
+	insecure := false
+	for _, r := range n.seed.Upgrade.InsecureRegistries {
+		insecure = insecure || r == d.RegistryStr()
+	}
+	boot, err := upgrade.Fetch(ctx, ref, upgrade.Options{Insecure: insecure})
+	if err != nil {
+		return err
+	}
+	a.setPhase(ref, nodeapi.PhaseWriting, "")
+	st, err := slot.Read(n.esp)
+	if err != nil {
+		return err
+	}
+	booted := n.bootedSlot()
+	cur := st.Slots[booted]
+	if cur.Entry == nil {
+		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
+	}
+	target := slot.Other(booted)
+	e, err := slot.Stage(n.esp, target, slot.Update{
+		Kernel:  bytes.NewReader(boot.Kernel),
+		Initrd:  bytes.NewReader(boot.Initrd),
+		Options: cur.Entry.Options,
+		Tries:   n.seed.Upgrade.Tries,
+	})
+	if err != nil {
+		return err
+	}
+	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d)", boot.Digest, target, e.File, e.Generation)
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/storage"
+)
+
+// espMount is where the init mounts the ESP, read-write: the slots live
+// there, and blessing a slot is a rename of its boot entry.
+const espMount = "/boot/efi"
+
+// mountESP finds the ESP by its GPT name and mounts it with the kernel's
+// vfat driver.
+func (n *node) mountESP(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dev, _, _, err := storage.WaitForLabel(wctx, "/sys/class/block", storage.ESPLabel)
+	if err != nil {
+		return fmt.Errorf("find ESP: %w", err)
+	}
+	if err := os.MkdirAll(espMount, 0o700); err != nil {
+		return err
+	}
+	if err := storage.Mount(dev, espMount, "vfat", "nodev,nosuid,noexec,umask=0077,flush"); err != nil {
+		return err
+	}
+	n.mounts = append(n.mounts, espMount)
+	n.esp = slot.Dir(espMount)
+	st, err := slot.Read(n.esp)
+	if err != nil {
+		return err
+	}
+	n.log.Printf("slots: booted %s; %s", n.bootedSlot(), describeSlots(st))
+	return nil
+}
+
+// bootedSlot is the slot the kernel command line names.
+func (n *node) bootedSlot() string { return n.cmdline["etcdbox.slot"] }
+
+// onProbation reports whether the booted slot's entry still carries a try
+// counter: it has not passed the health gate yet. (systemd-boot renames
+// the entry of the last try to +0-N, so a running slot may read "bad".)
+func (n *node) onProbation() bool {
+	if n.esp == "" || n.bootedSlot() == "" {
+		return false
+	}
+	st, err := slot.Read(n.esp)
+	if err != nil {
+		return false
+	}
+	s, ok := st.Slots[n.bootedSlot()]
+	return ok && s.Entry != nil && s.Entry.Name.Counted
+}
+
+func describeSlots(st slot.State) string {
+	out := ""
+	for _, name := range []string{"a", "b"} {
+		s := st.Slots[name]
+		if out != "" {
+			out += ", "
+		}
+		gen := 0
+		if s.Entry != nil {
+			gen = s.Entry.Generation
+		}
+		out += fmt.Sprintf("%s: %s (generation %d)", name, s.Status(), gen)
+	}
+	return out
+}
+
+// failSlot marks the booted slot bad when it is on probation, so that the
+// reboot that follows lands in the other slot at once rather than after
+// the remaining tries. It reports whether it did.
+func (n *node) failSlot(reason string) bool {
+	if !n.onProbation() {
+		return false
+	}
+	if err := slot.MarkBad(n.esp, n.bootedSlot()); err != nil {
+		n.log.Printf("slots: mark slot %s bad: %v", n.bootedSlot(), err)
+		return false
+	}
+	n.log.Printf("slot %s rolled back: %s", n.bootedSlot(), reason)
+	return true
+}
