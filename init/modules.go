@@ -11,7 +11,7 @@ import (
 // explicitModules have no modalias a device announces, or must be there
 // before devices probe: the filesystems, the power button's input device
 // and the module parameters' consumers.
-var explicitModules = []string{"ext4", "vfat", "nls_cp437", "nls_iso8859_1", "evdev", "button", "efivarfs"}
+var explicitModules = []string{"ext4", "vfat", "isofs", "nls_cp437", "nls_iso8859_1", "nls_ascii", "evdev", "button", "efivarfs"}
 
 // loadModules coldplugs the drivers of the devices present, by modalias,
 // then loads the modules nothing announces. Failures are logged, not fatal:

@@ -3,19 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
-	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/qemu/vnet"
 )
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -27,15 +27,21 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestClusterUpFlags(t *testing.T) {
+func TestClusterFlags(t *testing.T) {
+	empty := t.TempDir()
 	for _, tt := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"no dir", []string{"cluster", "up"}, `"dir" not set`},
-		{"many nodes", []string{"cluster", "up", "--nodes", "3", "--dir", t.TempDir()}, "--nodes 3: only single-node"},
+		{"up without dir", []string{"cluster", "up"}, `"dir" not set`},
+		{"add without dir", []string{"cluster", "add"}, `"dir" not set`},
+		{"status without dir", []string{"cluster", "status"}, `"dir" not set`},
 		{"down without dir", []string{"cluster", "down"}, `"dir" not set`},
+		{"no nodes", []string{"cluster", "up", "--nodes", "0", "--dir", empty}, "--nodes 0: want at least 1"},
+		{"add to nothing", []string{"cluster", "add", "--dir", empty}, "no cluster in " + empty},
+		{"status of nothing", []string{"cluster", "status", "--dir", empty}, "no cluster in " + empty},
+		{"down of nothing", []string{"cluster", "down", "--dir", empty}, "state.json is missing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := runCLI(t, tt.args...)
@@ -44,46 +50,11 @@ func TestClusterUpFlags(t *testing.T) {
 	}
 }
 
-func TestNodeSeed(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	require.NoError(t, pki.Init(dir, false))
-	b, err := nodeSeed(dir, "n1")
-	require.NoError(t, err)
-	s, err := discovery.ParseSeed(b)
-	require.NoError(t, err, "seed:\n%s", b)
-	assert.Equal(t, "etcdbox", s.Cluster)
-	assert.Equal(t, "n1", s.Name)
-	assert.Equal(t, 1, s.Discovery.InitialSize)
-	ca, err := pki.LoadCA([]byte(s.PKI.CACert), []byte(s.PKI.CAKey))
-	require.NoError(t, err)
-	want, err := pki.LoadCAFiles(dir)
-	require.NoError(t, err)
-	assert.True(t, ca.Cert.Equal(want.Cert), "the seed carries the cluster's CA")
-}
-
-func TestEtcdctlEnv(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "it's a dir")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, writeEtcdctlEnv(dir, []string{"https://127.0.0.1:4001"}))
-	// The file is for a POSIX shell: source it and print what etcdctl sees.
-	out, err := exec.Command("sh", "-c", `. "$1"; printf '%s\n' "$ETCDCTL_ENDPOINTS" "$ETCDCTL_CACERT" "$ETCDCTL_CERT" "$ETCDCTL_KEY"`,
-		"sh", filepath.Join(dir, "etcdctl.env")).Output()
-	require.NoError(t, err)
-	assert.Equal(t, []string{
-		"https://127.0.0.1:4001",
-		filepath.Join(dir, "pki", "ca.crt"),
-		filepath.Join(dir, "pki", "admin.crt"),
-		filepath.Join(dir, "pki", "admin.key"),
-	}, strings.Split(strings.TrimSpace(string(out)), "\n"))
-}
-
+// TestClusterDown stops what a state file lists: a crashed node, a node
+// whose QEMU answers no QMP (stopped by force), no network daemon. The
+// state stays for up to resume; etcdctl.env goes.
 func TestClusterDown(t *testing.T) {
 	dir := t.TempDir()
-	_, err := runCLI(t, "cluster", "down", "--dir", dir)
-	assert.ErrorContains(t, err, "state.json is missing")
-
-	// n1 crashed earlier (a stale pid file); n2 is a live process in its
-	// directory that answers no QMP, so down must stop it by force.
 	n1, n2 := filepath.Join(dir, "n1"), filepath.Join(dir, "n2")
 	require.NoError(t, os.MkdirAll(n1, 0o755))
 	require.NoError(t, os.MkdirAll(n2, 0o755))
@@ -95,33 +66,83 @@ func TestClusterDown(t *testing.T) {
 	go func() { exited <- hung.Wait() }()
 	t.Cleanup(func() { hung.Process.Kill() })
 	require.NoError(t, os.WriteFile(filepath.Join(n2, "qemu.pid"), []byte(strconv.Itoa(hung.Process.Pid)), 0o644))
-	require.NoError(t, writeClusterState(dir, clusterState{Nodes: []nodeState{{Name: "n1", Dir: n1}, {Name: "n2", Dir: n2}}}))
-	require.NoError(t, writeEtcdctlEnv(dir, []string{"https://127.0.0.1:1"}))
+	st := cluster.State{Cluster: "etcdbox", Domain: "etcdbox.internal", Image: "/i.img", InitialSize: 2,
+		Network: cluster.NetInfo{Dir: filepath.Join(dir, "net")},
+		Nodes:   []cluster.Node{{Name: "n1", Dir: n1, PID: 999999999}, {Name: "n2", Dir: n2, PID: hung.Process.Pid}}}
+	require.NoError(t, cluster.WriteState(dir, st))
+	require.NoError(t, cluster.WriteEnv(dir, []string{"https://127.0.0.1:1"}))
 
-	_, err = runCLI(t, "cluster", "up", "--dir", dir)
-	assert.ErrorContains(t, err, "is up (n2 is pid")
+	_, err := runCLI(t, "cluster", "up", "--dir", dir)
+	assert.ErrorContains(t, err, "cluster is up (n2 is pid")
+	_, err = runCLI(t, "cluster", "up", "--dir", dir, "--nodes", "2")
+	assert.ErrorContains(t, err, "cluster is up (n2 is pid", "a running cluster is reported before the node count")
 
 	out, err := runCLI(t, "cluster", "down", "--dir", dir, "--timeout", "1s")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "n1: not running")
 	assert.Contains(t, out, "vm n2: guest did not power off")
+	assert.Contains(t, out, "is down; disks and CA are kept")
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
 		t.Fatal("down left the process running")
 	}
-	assert.NoFileExists(t, filepath.Join(dir, "state.json"))
+	got, err := cluster.ReadState(dir)
+	require.NoError(t, err, "down keeps the state for up to resume")
+	assert.Len(t, got.Nodes, 2)
+	assert.Zero(t, got.Nodes[1].PID)
 	assert.NoFileExists(t, filepath.Join(dir, "etcdctl.env"))
+
+	_, err = runCLI(t, "cluster", "up", "--dir", dir, "--nodes", "3")
+	assert.ErrorContains(t, err, "it has 2 nodes, and up resumes them all")
 }
 
-func TestClusterStateJSON(t *testing.T) {
-	dir := t.TempDir()
-	st := clusterState{Image: "/i.img", Nodes: []nodeState{{Name: "n1", Dir: "/d/n1", PID: 7, QMP: "/d/n1/qmp.sock", Console: "/d/n1/console.log", ClientPort: 4001, APIPort: 4002}}}
-	require.NoError(t, writeClusterState(dir, st))
-	got, err := readClusterState(dir)
+// TestClusterNetd runs the hidden network daemon verb in-process and
+// drives it through its control socket, as up and down do.
+func TestClusterNetd(t *testing.T) {
+	dir, err := os.MkdirTemp("", "netd-") // short: socket paths have 107 bytes
 	require.NoError(t, err)
-	assert.Equal(t, st, got)
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"cluster", "netd", "--dir", dir, "--domain", "test.internal"}, &log, &log)
+	}()
+	c := vnet.NewClient(dir)
+	require.NoError(t, c.Wait(ctx))
+	st, err := c.Status(ctx)
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"clientPort": 4001`)
+	assert.Equal(t, "test.internal", st.Domain)
+	require.NoError(t, c.AddHost(ctx, vnet.Host{Name: "n1", MAC: []byte{0x52, 0x54, 0, 1, 2, 3}, IP: netip.MustParseAddr("10.88.0.11")}))
+	require.NoError(t, c.Shutdown(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("netd did not stop after Shutdown")
+	}
+	assert.NoFileExists(t, vnet.SwitchSocket(dir))
+}
+
+func TestPrintStatus(t *testing.T) {
+	n := func(name string, ip string, port int) cluster.Node {
+		return cluster.Node{Name: name, IP: netip.MustParseAddr(ip), ClientPort: port}
+	}
+	rows := []cluster.NodeStatus{
+		{Node: n("n1", "10.88.0.11", 4001), Running: true, Slot: "a",
+			MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}},
+		{Node: n("n2", "10.88.0.12", 4003), Running: true, Slot: "a",
+			MemberStatus: cluster.MemberStatus{MemberID: 0x1, Learner: true, Health: "healthy"}},
+		{Node: n("n3", "10.88.0.13", 4005), Slot: "-", MemberStatus: cluster.MemberStatus{Health: "vm not running"}},
+	}
+	var b bytes.Buffer
+	printStatus(&b, rows)
+	want := `NODE  MEMBER ID         ROLE     LEADER  HEALTH          SLOT  ADDRESS     ENDPOINT
+n1    8e9e05c52164694d  voter    yes     healthy         a     10.88.0.11  https://127.0.0.1:4001
+n2    0000000000000001  learner  no      healthy         a     10.88.0.12  https://127.0.0.1:4003
+n3    -                 -        -       vm not running  -     10.88.0.13  https://127.0.0.1:4005
+`
+	assert.Equal(t, want, b.String())
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+func newClusterStatusCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "status --dir DIR",
+		Short: "Show each node's member ID, role, leadership, health and boot slot",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster.Open(cluster.Config{Dir: dir})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			rows, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			printStatus(cmd.OutOrStdout(), rows)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+// printStatus writes the status table.
+func printStatus(out io.Writer, rows []cluster.NodeStatus) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tMEMBER ID\tROLE\tLEADER\tHEALTH\tSLOT\tADDRESS\tENDPOINT")
+	for _, r := range rows {
+		id, leader := "-", "-"
+		if r.MemberID != 0 {
+			id, leader = fmt.Sprintf("%016x", r.MemberID), "no"
+			if r.Leader {
+				leader = "yes"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node.Name, id, r.Role(), leader, r.Health, r.Slot, r.Node.IP, r.Node.Endpoint())
+	}
+	w.Flush()
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+func init() { commands = append(commands, newStatusCmd) }
+
+// certWarning is how close to its expiry a node's certificate is flagged
+// (DESIGN §6). Nodes renew at two thirds of a 90-day life, so a flagged
+// certificate means renewal is failing.
+const certWarning = 14 * 24 * time.Hour
+
+// statusTarget is one node to ask: its name when known, and its node API
+// endpoint.
+type statusTarget struct {
+	name, endpoint string
+	err            error // set when the target could not even be formed
+}
+
+// statusResult is a node's answer or why there is none.
+type statusResult struct {
+	target statusTarget
+	status nodeapi.Status
+	err    error
+}
+
+func newStatusCmd() *cobra.Command {
+	var (
+		endpoints []string
+		dir       string
+		pkiDir    string
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
+		Short: "Show each node's image version, slot, member role, health and certificate expiry",
+		Long: `Ask every node's API (mutual TLS with the admin certificate) for its
+status and print one row per node: image and etcd versions, booted slot and
+whether it is blessed, member role, leadership, health, and the expiry of
+the node's certificate (flagged when it is less than 14 days away).
+
+--dir reads the nodes of a local cluster from DIR/state.json (etcdbox
+cluster up) and the admin certificate from DIR/pki. --endpoints names the
+node APIs directly (https://host:port, default port 9379); --pki is the
+directory of ca.crt, admin.crt and admin.key (etcdbox pki init).
+
+A node that does not answer shows the error in its row, and the command
+exits non-zero.`,
+		Example: `  etcdbox status --dir run/
+  etcdbox status --endpoints https://10.0.0.11:9379,https://10.0.0.12:9379 --pki pki/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var targets []statusTarget
+			if dir != "" {
+				var err error
+				if targets, err = clusterTargets(dir); err != nil {
+					return err
+				}
+				if pkiDir == "" {
+					pkiDir = filepath.Join(dir, cluster.PKIDir)
+				}
+			} else {
+				if pkiDir == "" {
+					return errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
+				}
+				for _, e := range endpoints {
+					u, err := nodeapi.ParseEndpoint(e)
+					if err != nil {
+						return err
+					}
+					targets = append(targets, statusTarget{name: u, endpoint: u})
+				}
+			}
+			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
+				return err
+			}
+			results := queryStatus(cmd.Context(), targets, pkiDir, timeout)
+			printNodeStatus(cmd.OutOrStdout(), results, time.Now())
+			var down []string
+			for _, r := range results {
+				if r.err != nil {
+					down = append(down, r.target.name)
+				}
+			}
+			if len(down) > 0 {
+				return fmt.Errorf("%d of %d nodes did not answer: %s", len(down), len(results), strings.Join(down, ", "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
+	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
+	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for each node")
+	cmd.MarkFlagsOneRequired("endpoints", "dir")
+	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
+	return cmd
+}
+
+// clusterTargets lists the nodes of the local cluster in dir, reached
+// through their host loopback forwards.
+func clusterTargets(dir string) ([]statusTarget, error) {
+	st, err := cluster.ReadState(dir)
+	if err != nil {
+		if errors.Is(err, cluster.ErrNoCluster) {
+			return nil, fmt.Errorf("%w; use --endpoints for nodes that etcdbox cluster did not start", err)
+		}
+		return nil, err
+	}
+	if len(st.Nodes) == 0 {
+		return nil, fmt.Errorf("%s lists no nodes", filepath.Join(dir, cluster.StateFile))
+	}
+	var targets []statusTarget
+	for _, n := range st.Nodes {
+		t := statusTarget{name: n.Name}
+		if n.APIPort == 0 {
+			t.err = fmt.Errorf("no node API port in %s", cluster.StateFile)
+		} else {
+			t.endpoint = "https://127.0.0.1:" + strconv.Itoa(n.APIPort)
+		}
+		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+// queryStatus asks every target at once, each within timeout.
+func queryStatus(ctx context.Context, targets []statusTarget, pkiDir string, timeout time.Duration) []statusResult {
+	results := make([]statusResult, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		results[i].target = t
+		if t.err != nil {
+			results[i].err = t.err
+			continue
+		}
+		wg.Go(func() {
+			c, err := nodeapi.NewClient(t.endpoint, pkiDir)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			results[i].status, results[i].err = c.Status(ctx)
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// printNodeStatus writes the table, then one line per node whose upgrade
+// agent is busy or failed.
+func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tVERSION\tETCD\tSLOT\tBLESSED\tROLE\tLEADER\tHEALTH\tCERT EXPIRY")
+	var notes []string
+	for _, r := range results {
+		name := r.target.name
+		if r.err != nil {
+			// The error goes last, where tabwriter does not align, so a
+			// long message does not widen the columns of the other rows.
+			state := "unreachable"
+			if ae := (*nodeapi.Error)(nil); errors.As(r.err, &ae) {
+				state = "error" // it answered, but not with a status
+			}
+			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t-\t%s\t%v\n", name, state, r.err)
+			continue
+		}
+		s := r.status
+		if r.target.name == r.target.endpoint && s.Name != "" {
+			name = s.Name // --endpoints: the node tells its name
+		}
+		slot, blessed := "-", "-"
+		if s.Slot != "" {
+			slot, blessed = s.Slot, yesNo(s.Blessed)
+		}
+		role, leader := string(s.Member.Role), "-"
+		if role == "" {
+			role = string(nodeapi.RoleNone)
+		}
+		if s.Member.Role != nodeapi.RoleNone && s.Member.Role != "" {
+			leader = yesNo(s.Member.Leader)
+		}
+		health := "unhealthy"
+		if s.Member.Healthy {
+			health = "healthy"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
+			slot, blessed, role, leader, health, certExpiry(s.CertExpiry, now))
+		if u := s.Upgrade; u.Phase != "" && u.Phase != nodeapi.PhaseIdle {
+			note := fmt.Sprintf("%s: upgrade to %s: %s", name, orDefault(u.Target, "-"), u.Phase)
+			if u.Error != "" {
+				note += ": " + u.Error
+			}
+			notes = append(notes, note)
+		}
+	}
+	w.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
+	}
+}
+
+// certExpiry shows a certificate's expiry date and how far away it is,
+// flagged when it is within certWarning or past.
+func certExpiry(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	date := t.UTC().Format(time.DateOnly)
+	left := t.Sub(now)
+	switch {
+	case left <= 0:
+		return fmt.Sprintf("%s (EXPIRED %s ago)", date, roughDuration(-left))
+	case left < certWarning:
+		return fmt.Sprintf("%s (in %s, EXPIRES SOON)", date, roughDuration(left))
+	default:
+		return fmt.Sprintf("%s (in %s)", date, roughDuration(left))
+	}
+}
+
+// roughDuration is d in whole days, or hours under two days, or minutes
+// under two hours.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	case d >= 2*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	default:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

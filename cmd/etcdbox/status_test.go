@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+// statusNode is a node API backend that only reports.
+type statusNode struct {
+	api.Node // nil: any other method panics
+	status   nodeapi.Status
+}
+
+func (n statusNode) Status(context.Context) (nodeapi.Status, error) { return n.status, nil }
+func (n statusNode) Upgrade() nodeapi.UpgradeProgress               { return n.status.Upgrade }
+
+// serveStatusNode serves st with a server certificate from the CA in
+// adminDir and returns the port.
+func serveStatusNode(t *testing.T, adminDir string, st nodeapi.Status) int {
+	t.Helper()
+	ca, err := pki.LoadCAFiles(adminDir)
+	require.NoError(t, err)
+	dns, ips := pki.NodeSANs(st.Name, nil, nil)
+	cert, key, err := ca.Issue(pki.Leaf{CommonName: st.Name, DNSNames: dns, IPs: ips, Server: true, Client: true})
+	require.NoError(t, err)
+	nodeDir := t.TempDir()
+	for name, data := range map[string][]byte{api.CACertFile: ca.CertPEM(), api.ServerCertFile: cert, api.ServerKeyFile: key} {
+		require.NoError(t, os.WriteFile(filepath.Join(nodeDir, name), data, 0o600))
+	}
+	srv, err := api.New(api.Config{PKIDir: nodeDir, Node: statusNode{status: st}})
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// downPort returns a loopback port nothing listens on.
+func downPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+func runStatusCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = run(ctx, append([]string{"status"}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// rowOf returns the fields of the table row whose first column is node.
+func rowOf(t *testing.T, table, node string) []string {
+	t.Helper()
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == node {
+			return f
+		}
+	}
+	require.Failf(t, "no row", "no row for %s in:\n%s", node, table)
+	return nil
+}
+
+func TestStatusCommand(t *testing.T) {
+	adminDir := filepath.Join(t.TempDir(), "pki")
+	require.NoError(t, pki.Init(adminDir, false))
+	n1 := nodeapi.Status{
+		Name: "n1", Version: "v2", EtcdVersion: "3.7.3", Slot: "b", Blessed: true,
+		Member:     nodeapi.Member{ID: "8e9e05c52164694d", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
+		CertExpiry: time.Now().Add(60*24*time.Hour + time.Hour),
+		Upgrade:    nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
+	}
+	n2 := nodeapi.Status{
+		Name: "n2", Version: "v1", EtcdVersion: "3.7.3", Slot: "a", Blessed: false,
+		Member:     nodeapi.Member{Role: nodeapi.RoleLearner, Healthy: false},
+		CertExpiry: time.Now().Add(3*24*time.Hour + time.Hour),
+		Upgrade:    nodeapi.UpgradeProgress{Target: "registry.example/etcdbox@sha256:00", Phase: nodeapi.PhaseFailed, Error: "pull: 404"},
+	}
+	up1 := serveStatusNode(t, adminDir, n1)
+	up2 := serveStatusNode(t, adminDir, n2)
+	down := downPort(t)
+	url := func(port int) string { return "https://127.0.0.1:" + strconv.Itoa(port) }
+
+	t.Run("endpoints, one down", func(t *testing.T) {
+		out, _, err := runStatusCLI(t, "--endpoints", url(up1)+","+url(down), "--pki", adminDir)
+		t.Log("\n" + out)
+		require.Error(t, err, "an unreachable node makes the exit status non-zero")
+		assert.Contains(t, err.Error(), "1 of 2 nodes did not answer: "+url(down))
+		assert.Regexp(t, `^NODE +VERSION +ETCD +SLOT +BLESSED +ROLE +LEADER +HEALTH +CERT EXPIRY\n`, out)
+		assert.Equal(t, []string{"n1", "v2", "3.7.3", "b", "yes", "voter", "yes", "healthy",
+			n1.CertExpiry.UTC().Format(time.DateOnly), "(in", "60d)"}, rowOf(t, out, "n1"))
+		row := rowOf(t, out, url(down))
+		assert.Equal(t, []string{"-", "-", "-", "-", "-", "-", "unreachable"}, row[1:8])
+		assert.Contains(t, strings.Join(row, " "), "connection refused")
+	})
+
+	t.Run("cluster dir", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.CopyFS(filepath.Join(dir, cluster.PKIDir), os.DirFS(adminDir)))
+		require.NoError(t, cluster.WriteState(dir, cluster.State{Nodes: []cluster.Node{
+			{Name: "n1", APIPort: up1}, {Name: "n2", APIPort: up2},
+		}}))
+		out, _, err := runStatusCLI(t, "--dir", dir)
+		t.Log("\n" + out)
+		require.NoError(t, err)
+		row := rowOf(t, out, "n2")
+		assert.Equal(t, []string{"n2", "v1", "3.7.3", "a", "no", "learner", "no", "unhealthy"}, row[:8])
+		assert.Contains(t, strings.Join(row[8:], " "), "(in 3d, EXPIRES SOON)", "a certificate within 14 days is flagged")
+		assert.NotContains(t, strings.Join(rowOf(t, out, "n1"), " "), "SOON")
+		assert.Contains(t, out, "n2: upgrade to registry.example/etcdbox@sha256:00: failed: pull: 404\n")
+
+		// The node down in state.json is named by its state name.
+		require.NoError(t, cluster.WriteState(dir, cluster.State{Nodes: []cluster.Node{
+			{Name: "n1", APIPort: up1}, {Name: "n3", APIPort: down},
+		}}))
+		out, _, err = runStatusCLI(t, "--dir", dir)
+		assert.ErrorContains(t, err, "1 of 2 nodes did not answer: n3")
+		assert.Equal(t, "unreachable", rowOf(t, out, "n3")[7])
+	})
+
+	t.Run("wrong CA", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "pki")
+		require.NoError(t, pki.Init(other, false))
+		out, _, err := runStatusCLI(t, "--endpoints", url(up1), "--pki", other)
+		require.Error(t, err)
+		assert.Contains(t, strings.Join(rowOf(t, out, url(up1)), " "), "certificate signed by unknown authority")
+	})
+}
+
+func TestStatusFlags(t *testing.T) {
+	empty := t.TempDir()
+	adminDir := filepath.Join(t.TempDir(), "pki")
+	require.NoError(t, pki.Init(adminDir, false))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"neither", nil, "at least one of the flags in the group [endpoints dir] is required"},
+		{"both", []string{"--dir", empty, "--endpoints", "https://127.0.0.1:1"}, "none of the others can be"},
+		{"endpoints without pki", []string{"--endpoints", "https://127.0.0.1:1"}, "--pki is required with --endpoints"},
+		{"dir without cluster", []string{"--dir", empty}, "state.json is missing); use --endpoints"},
+		{"pki without admin certificate", []string{"--endpoints", "https://127.0.0.1:1", "--pki", empty}, "load admin certificate"},
+		{"http endpoint", []string{"--endpoints", "http://127.0.0.1:1", "--pki", adminDir}, `scheme "http", want https`},
+		{"arguments", []string{"n1"}, `unknown command "n1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runStatusCLI(t, tc.args...)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestStatusCertExpiry(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		want string
+	}{
+		{"unknown", time.Time{}, "-"},
+		{"far", now.Add(89*24*time.Hour + time.Hour), "2026-05-29 (in 89d)"},
+		{"15 days", now.Add(15 * 24 * time.Hour), "2026-03-16 (in 15d)"},
+		{"14 days", now.Add(14 * 24 * time.Hour), "2026-03-15 (in 14d)"},
+		{"just under 14 days", now.Add(14*24*time.Hour - time.Minute), "2026-03-15 (in 13d, EXPIRES SOON)"},
+		{"hours", now.Add(5 * time.Hour), "2026-03-01 (in 5h, EXPIRES SOON)"},
+		{"minutes", now.Add(30 * time.Minute), "2026-03-01 (in 30m, EXPIRES SOON)"},
+		{"expired", now.Add(-3 * 24 * time.Hour), "2026-02-26 (EXPIRED 3d ago)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, certExpiry(tc.at, now))
+		})
+	}
+}

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+// TestCluster boots three VMs that share one image and one seed, which
+// names only the SRV domain and the initial size, on the closed virtual
+// network; then checks, on that one cluster (a cluster boot is the
+// expensive part), in order:
+//
+//   - they form one cluster: three voting members, one cluster ID on
+//     every node, every peer URL a DNS name, and a write through any node
+//     reads back through every other;
+//   - a guest's lookup of a name outside the cluster fails fast, the
+//     network's DNS refused it, and nothing was routed;
+//   - `add` twice scales it to five: each new node is first a learner,
+//     then a voter, and the three first members never restart.
+func TestCluster(t *testing.T) {
+	c := upCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterDeadline)
+	defer cancel()
+
+	ok := t.Run("three nodes form one cluster", func(t *testing.T) {
+		checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
+		for _, writer := range []string{"n1", "n2", "n3"} {
+			key, val := "e2e/from-"+writer, "written through "+writer
+			_, err := client(t, c, writer).Put(ctx, key, val)
+			require.NoError(t, err, "put through %s", writer)
+			for _, reader := range []string{"n1", "n2", "n3"} {
+				r, err := client(t, c, reader).Get(ctx, key) // linearizable
+				require.NoError(t, err, "get %s through %s", key, reader)
+				require.Len(t, r.Kvs, 1, "get %s through %s", key, reader)
+				assert.Equal(t, val, string(r.Kvs[0].Value), "get %s through %s", key, reader)
+			}
+		}
+	})
+	require.True(t, ok, "the cluster did not form; the other steps need it")
+
+	t.Run("outside names fail fast and nothing leaves", func(t *testing.T) {
+		before, err := c.Network().Stats(ctx)
+		require.NoError(t, err)
+		// The control: the guest's resolver does reach the network's DNS.
+		own := resolve(t, c, "n1", "n2."+c.Domain())
+		require.Equal(t, http.StatusOK, own.status, "resolve a cluster name: %s", own.body)
+		assert.Equal(t, "10.88.0.12", own.body)
+		for _, name := range []string{"example.com", "etcd.io"} {
+			r := resolve(t, c, "n1", name)
+			t.Logf("resolve %s in the guest: %d after %s (host saw %s): %s", name, r.status, r.elapsed, r.wall.Round(time.Millisecond), r.body)
+			assert.Equal(t, http.StatusBadGateway, r.status, "the guest resolved an outside name: %s", r.body)
+			assert.Less(t, r.elapsed, 2*time.Second, "the lookup of %s did not fail fast", name)
+		}
+		after, err := c.Network().Stats(ctx)
+		require.NoError(t, err)
+		t.Logf("network stats before %+v, after %+v", before, after)
+		assert.GreaterOrEqual(t, after.DNS.Refused-before.DNS.Refused, uint64(2), "the network's DNS did not refuse the outside names")
+		assert.Equal(t, before.Gateway.NotForUs, after.Gateway.NotForUs, "a guest sent packets for the gateway to route")
+	})
+
+	t.Run("add twice scales to five voters", func(t *testing.T) {
+		old := []string{"n1", "n2", "n3"}
+		started := map[string]string{}
+		marks := map[string]int64{}
+		for _, name := range old {
+			started[name] = processStart(t, c, name)
+			vm, err := c.VM(name)
+			require.NoError(t, err)
+			marks[name] = vm.Mark()
+		}
+		for _, want := range []string{"n4", "n5"} {
+			actx, cancel := context.WithTimeout(ctx, clusterDeadline)
+			j, err := c.Add(actx)
+			cancel()
+			require.NoError(t, err, "add %s", want)
+			assert.Equal(t, want, j.Node.Name)
+			assert.True(t, j.AsLearner, "%s was never seen as a learner", want)
+			t.Logf("add %s: a learner after %s, a voter after %s", j.Node.Name, j.Learner.Round(time.Second), j.Voter.Round(time.Second))
+		}
+		all := []string{"n1", "n2", "n3", "n4", "n5"}
+		checkOneCluster(ctx, t, c, all)
+		for _, name := range old {
+			assert.Equal(t, started[name], processStart(t, c, name), "etcd on %s restarted (process_start_time_seconds changed)", name)
+			vm, err := c.VM(name)
+			require.NoError(t, err)
+			since := vm.Console()[marks[name]:]
+			for _, restart := range []string{"etcdbox: etcd exited", "etcdbox: etcd: ", "Linux version"} {
+				assert.NotContains(t, since, restart, "the console of %s shows a restart while nodes were added", name)
+			}
+		}
+		rows, err := c.Status(ctx)
+		require.NoError(t, err)
+		leaders := 0
+		for _, r := range rows {
+			assert.Equal(t, "voter", r.Role(), "%s", r.Node.Name)
+			assert.Equal(t, "healthy", r.Health, "%s", r.Node.Name)
+			assert.Equal(t, "a", r.Slot, "%s", r.Node.Name)
+			if r.Leader {
+				leaders++
+			}
+		}
+		assert.Equal(t, 1, leaders, "status: %+v", rows)
+	})
+}
+
+// checkOneCluster checks that names are the cluster's voting members, all
+// started, that every node reports the same cluster ID and member list,
+// and that every peer URL is the member's DNS name.
+func checkOneCluster(ctx context.Context, t *testing.T, c *cluster.Cluster, names []string) {
+	t.Helper()
+	var clusterID uint64
+	for _, name := range names {
+		r, err := client(t, c, name).MemberList(ctx)
+		require.NoError(t, err, "member list through %s", name)
+		if clusterID == 0 {
+			clusterID = r.Header.ClusterId
+		}
+		assert.Equal(t, fmt.Sprintf("%016x", clusterID), fmt.Sprintf("%016x", r.Header.ClusterId), "%s is in another cluster", name)
+		var got []string
+		for _, m := range r.Members {
+			assert.False(t, m.IsLearner, "%s lists %s as a learner", name, m.Name)
+			want := fmt.Sprintf("https://%s.%s:2380", m.Name, c.Domain())
+			assert.Equal(t, []string{want}, m.PeerURLs, "%s lists the peer URLs of %q", name, m.Name)
+			got = append(got, m.Name)
+		}
+		slices.Sort(got)
+		assert.Equal(t, names, got, "%s lists %s", name, describe(r.Members))
+	}
+}
+
+func describe(ms []*pb.Member) string {
+	var parts []string
+	for _, m := range ms {
+		parts = append(parts, fmt.Sprintf("%s(%x learner=%v %v)", m.Name, m.ID, m.IsLearner, m.PeerURLs))
+	}
+	return strings.Join(parts, " ")
+}

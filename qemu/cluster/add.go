@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Joined tells how a node that Add booted joined the cluster.
+type Joined struct {
+	Node Node
+	// AsLearner reports whether a member list showed the node as a
+	// learner before it showed it voting. The member lists are sampled
+	// (every node every half second), so a promotion faster than that
+	// could go unseen; under emulation it takes seconds.
+	AsLearner bool
+	// Learner is the time from the VM's start until the node was first
+	// seen as a learner (0 when it was not); Voter until it was a voting
+	// member that serves linearizable reads.
+	Learner, Voter time.Duration
+}
+
+// Add boots one more node, named after the highest-numbered one (n4
+// after n1..n3): it gets a lease and DNS records (so it is in the SRV
+// records, which every node reads), its forwards and the cluster's seed
+// volume. Add returns once the node is a voting member that serves
+// linearizable reads, and every other node still serves. Every node must
+// be running.
+func (c *Cluster) Add(ctx context.Context) (Joined, error) {
+	unlockDir, err := lockDir(c.cfg.Dir)
+	if err != nil {
+		return Joined{}, err
+	}
+	var once sync.Once
+	unlock := func() { once.Do(unlockDir) }
+	defer unlock()
+	if _, err := c.net.Status(ctx); err != nil {
+		return Joined{}, fmt.Errorf("the cluster's network is down (%w); run up first", err)
+	}
+	var names []string
+	next := 0
+	for _, n := range c.st.Nodes {
+		if _, err := c.VM(n.Name); err != nil {
+			return Joined{}, fmt.Errorf("%s: %w; run up first", n.Name, err)
+		}
+		names = append(names, n.Name)
+		if i, err := strconv.Atoi(strings.TrimPrefix(n.Name, "n")); err == nil && i > next {
+			next = i
+		}
+	}
+	next++
+	if next > maxNodes {
+		return Joined{}, fmt.Errorf("add n%d: at most %d nodes", next, maxNodes)
+	}
+	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: nodeIP(next)}
+	if err := c.register(ctx, &n); err != nil {
+		return Joined{}, err
+	}
+	c.st.Nodes = append(c.st.Nodes, n)
+	if err := c.save(); err != nil {
+		return Joined{}, err
+	}
+	c.cfg.Log("%s: added to DHCP and DNS as %s (%s.%s, now in the SRV records)", n.Name, n.IP, n.Name, c.st.Domain)
+	seedImg, err := c.ensureSeed()
+	if err != nil {
+		return Joined{}, err
+	}
+	if err := c.boot(ctx, seedImg, n); err != nil {
+		return Joined{Node: n}, err
+	}
+	unlock() // the wait changes no state; down may stop a node that does not join
+	start := time.Now()
+	j := Joined{}
+	names = append(names, n.Name)
+	err = c.wait(ctx, want{names: names, members: len(names), fresh: []string{n.Name},
+		onMembers: func(members []*pb.Member) {
+			for _, m := range members {
+				if m.IsLearner && j.Learner == 0 && isNode(m, n, c.st.Domain) {
+					j.AsLearner, j.Learner = true, time.Since(start)
+				}
+			}
+		}})
+	j.Node, _ = c.Node(n.Name)
+	if err != nil {
+		return j, err
+	}
+	j.Voter = time.Since(start)
+	return j, nil
+}
+
+// isNode reports whether member m is node n: by name once it has started,
+// before that by the host of its peer URLs.
+func isNode(m *pb.Member, n Node, domain string) bool {
+	if m.Name != "" {
+		return m.Name == n.Name
+	}
+	for _, p := range m.PeerURLs {
+		u, err := url.Parse(p)
+		if err != nil {
+			continue
+		}
+		if h := u.Hostname(); h == n.Name+"."+domain || h == n.IP.String() || h == n.Name {
+			return true
+		}
+	}
+	return false
+}

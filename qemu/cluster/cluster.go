@@ -1,0 +1,346 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/qemu/vnet"
+)
+
+// Names and ports of a local cluster.
+const (
+	// Name is the seed's cluster name (etcd's initial-cluster token).
+	Name = "etcdbox"
+	// DefaultDomain is the network's DNS domain and the seed's SRV domain.
+	DefaultDomain = vnet.DefaultDomain
+	// ClientPort and APIPort are the guest ports every node forwards.
+	ClientPort = discovery.DefaultClientPort
+	APIPort    = discovery.DefaultAPIPort
+)
+
+// Files and directories in a cluster directory (see the package doc).
+const (
+	StateFile = "state.json"
+	EnvFile   = "etcdctl.env"
+	SeedFile  = "seed.img"
+	PKIDir    = "pki"
+	NetDir    = "net"
+	NetdLog   = "netd.log"
+	lockFile  = ".lock"
+)
+
+// ErrNoCluster means the directory has no state.json: no cluster was
+// brought up there.
+var ErrNoCluster = errors.New("no cluster")
+
+// Config says how to run a cluster's VMs. Dir is required; Up also needs
+// Image and the OVMF firmware. Open fills what is empty from state.json.
+type Config struct {
+	// Dir is the cluster directory, created when missing.
+	Dir string
+	// Image is the disk image every node boots (each on a qcow2 overlay);
+	// it must have no node name baked into its seed.
+	Image string
+	// OVMFCode and OVMFVars are the UEFI firmware and its variable store
+	// template.
+	OVMFCode, OVMFVars string
+	// MemoryMiB and CPUs size each VM; defaults 1024 and 1.
+	MemoryMiB, CPUs int
+	// Domain is the DNS and SRV domain; default DefaultDomain.
+	Domain string
+	// GuestPorts are more guest ports to forward from host loopback ports
+	// on every node, e.g. 9999 for the test hooks, next to ClientPort and
+	// APIPort.
+	GuestPorts []int
+	// Netd is the command that serves the network, to which Up appends
+	// "--dir <D/net> --domain <domain>"; it runs detached, in its own
+	// session. Nil serves the network inside this process instead, for as
+	// long as the process lives (tests).
+	Netd []string
+	// Accel is passed to qemu.Config.
+	Accel string
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// State is D/state.json: what Up and Add set up, read by the other verbs
+// and by people and scripts.
+type State struct {
+	Cluster string `json:"cluster"`
+	Domain  string `json:"domain"`
+	Image   string `json:"image"`
+	// InitialSize is the number of nodes that bootstrapped the cluster;
+	// the seed volume says so to every node, also to those added later
+	// (which find the cluster running and join it).
+	InitialSize int     `json:"initialSize"`
+	MemoryMiB   int     `json:"memoryMiB"`
+	CPUs        int     `json:"cpus"`
+	GuestPorts  []int   `json:"guestPorts,omitempty"`
+	OVMFCode    string  `json:"ovmfCode"`
+	OVMFVars    string  `json:"ovmfVars"`
+	Network     NetInfo `json:"network"`
+	Nodes       []Node  `json:"nodes"`
+}
+
+// NetInfo is the network daemon.
+type NetInfo struct {
+	Dir string `json:"dir"`           // its sockets: vnet.SwitchSocket, vnet.ControlSocket
+	PID int    `json:"pid,omitempty"` // 0 when it runs inside the process that started it
+	Log string `json:"log,omitempty"`
+}
+
+// Node is one VM of the cluster.
+type Node struct {
+	Name    string     `json:"name"`
+	Dir     string     `json:"dir"` // qemu.Attach finds the VM from here
+	IP      netip.Addr `json:"ip"`
+	MAC     string     `json:"mac"`
+	PID     int        `json:"pid,omitempty"`
+	QMP     string     `json:"qmp"`
+	Console string     `json:"console"`
+	// ClientPort and APIPort are the host loopback ports forwarded to
+	// etcd's client port and to the node API.
+	ClientPort int `json:"clientPort"`
+	APIPort    int `json:"apiPort"`
+	// Ports are the forwards of Config.GuestPorts: guest port to host port.
+	Ports map[int]int `json:"ports,omitempty"`
+}
+
+// Endpoint is the node's etcd client URL on the host.
+func (n Node) Endpoint() string { return "https://127.0.0.1:" + strconv.Itoa(n.ClientPort) }
+
+// HostPort returns the host port forwarded to guestPort, or 0.
+func (n Node) HostPort(guestPort int) int {
+	switch guestPort {
+	case ClientPort:
+		return n.ClientPort
+	case APIPort:
+		return n.APIPort
+	}
+	return n.Ports[guestPort]
+}
+
+// Cluster is a cluster directory and the VMs this process started in it.
+type Cluster struct {
+	cfg Config
+	st  State
+	net *vnet.Client
+	tls *tls.Config         // nil until needed: down works without the PKI
+	vms map[string]*qemu.VM // started by this process; others are attached when needed
+}
+
+// Open returns the cluster whose state is in cfg.Dir, with cfg's empty
+// fields taken from the state. It fails with ErrNoCluster when there is
+// none.
+func Open(cfg Config) (*Cluster, error) {
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
+	st, err := ReadState(dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCluster(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg.Image = or(c.cfg.Image, st.Image)
+	c.cfg.OVMFCode, c.cfg.OVMFVars = or(c.cfg.OVMFCode, st.OVMFCode), or(c.cfg.OVMFVars, st.OVMFVars)
+	c.cfg.Domain = st.Domain
+	c.cfg.MemoryMiB = orInt(cfg.MemoryMiB, st.MemoryMiB)
+	c.cfg.CPUs = orInt(cfg.CPUs, st.CPUs)
+	if cfg.GuestPorts == nil {
+		c.cfg.GuestPorts = st.GuestPorts
+	}
+	return c, nil
+}
+
+// newCluster fills in cfg's defaults.
+func newCluster(cfg Config, st State) (*Cluster, error) {
+	cfg.Domain = or(cfg.Domain, DefaultDomain)
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	netDir := filepath.Join(cfg.Dir, NetDir)
+	c := &Cluster{cfg: cfg, st: st, net: vnet.NewClient(netDir), vms: map[string]*qemu.VM{}}
+	if st.Network.Dir != "" && st.Network.Dir != netDir {
+		c.net = vnet.NewClient(st.Network.Dir)
+	}
+	return c, nil
+}
+
+// adminTLS loads the admin certificate once.
+func (c *Cluster) adminTLS() (*tls.Config, error) {
+	if c.tls == nil {
+		tc, err := AdminTLS(c.PKIDir())
+		if err != nil {
+			return nil, err
+		}
+		c.tls = tc
+	}
+	return c.tls, nil
+}
+
+// Dir returns the cluster directory.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// Domain returns the cluster's DNS domain.
+func (c *Cluster) Domain() string { return c.st.Domain }
+
+// Nodes returns the cluster's nodes, in the order they were added.
+func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.st.Nodes...) }
+
+// Node returns the node of that name.
+func (c *Cluster) Node(name string) (Node, bool) {
+	for _, n := range c.st.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Endpoints returns every node's etcd client URL on the host.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, n := range c.st.Nodes {
+		eps = append(eps, n.Endpoint())
+	}
+	return eps
+}
+
+// Network returns a client of the cluster's network daemon.
+func (c *Cluster) Network() *vnet.Client { return c.net }
+
+// TLS returns the admin certificate's client TLS configuration.
+func (c *Cluster) TLS() (*tls.Config, error) {
+	tc, err := c.adminTLS()
+	if err != nil {
+		return nil, err
+	}
+	return tc.Clone(), nil
+}
+
+// PKIDir returns the directory of the CA and the admin certificate.
+func (c *Cluster) PKIDir() string { return filepath.Join(c.cfg.Dir, PKIDir) }
+
+// VM returns the VM of node name: the one this process started, else the
+// QEMU found running in the node's directory (qemu.ErrNotRunning when
+// there is none).
+func (c *Cluster) VM(name string) (*qemu.VM, error) {
+	if vm, ok := c.vms[name]; ok {
+		return vm, nil
+	}
+	n, ok := c.Node(name)
+	if !ok {
+		return nil, fmt.Errorf("node %s: not in the cluster in %s", name, c.cfg.Dir)
+	}
+	return qemu.Attach(n.Dir)
+}
+
+// ReadState reads dir/state.json; it fails with ErrNoCluster when the
+// file is missing.
+func ReadState(dir string) (State, error) {
+	var st State
+	p := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, fmt.Errorf("%w in %s (%s is missing)", ErrNoCluster, dir, StateFile)
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("read %s: %w", p, err)
+	}
+	return st, nil
+}
+
+// WriteState writes dir/state.json atomically.
+func WriteState(dir string, st State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return pki.WriteFileAtomic(filepath.Join(dir, StateFile), append(b, '\n'), 0o644)
+}
+
+// save writes the state and etcdctl.env.
+func (c *Cluster) save() error {
+	if err := WriteState(c.cfg.Dir, c.st); err != nil {
+		return err
+	}
+	return WriteEnv(c.cfg.Dir, c.Endpoints())
+}
+
+// WriteEnv writes dir/etcdctl.env for upstream etcdctl: the endpoints and
+// the admin certificate in dir/pki, as absolute paths.
+func WriteEnv(dir string, endpoints []string) error {
+	p := filepath.Join(dir, PKIDir)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# etcdctl settings for the etcdbox cluster in %s; use: . %s\n", dir, filepath.Join(dir, EnvFile))
+	for _, kv := range [][2]string{
+		{"ETCDCTL_ENDPOINTS", strings.Join(endpoints, ",")},
+		{"ETCDCTL_CACERT", filepath.Join(p, pki.CACertFile)},
+		{"ETCDCTL_CERT", filepath.Join(p, pki.AdminCertFile)},
+		{"ETCDCTL_KEY", filepath.Join(p, pki.AdminKeyFile)},
+	} {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
+	}
+	return pki.WriteFileAtomic(filepath.Join(dir, EnvFile), []byte(b.String()), 0o644)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// AdminTLS is the client TLS configuration of the admin certificate in
+// pkiDir (pki.Init's files).
+func AdminTLS(pkiDir string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, pki.AdminCertFile), filepath.Join(pkiDir, pki.AdminKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("load admin certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
+	if err != nil {
+		return nil, fmt.Errorf("load cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("load cluster CA %s: no certificate", filepath.Join(pkiDir, pki.CACertFile))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// nodeIP is the address of the i-th node (1-based): 10.88.0.11, ...
+func nodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 88, 0, byte(10 + i)}) }
+
+// maxNodes keeps node addresses inside the /24 and below .255.
+const maxNodes = 240
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// seed returns the seed every node of the cluster boots with: the
+// cluster name, the SRV domain, the initial size and the CA (each node
+// issues its own certificates). It names no node: each takes its name from
+// its DHCP host name, so one seed volume serves all of them.
+func seed(pkiDir, domain string, initialSize int) ([]byte, error) {
+	ca, err := pki.LoadCAFiles(pkiDir)
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	s := discovery.Seed{
+		Cluster:   Name,
+		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
+		PKI:       discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+	}
+	b, err := s.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	return b, nil
+}
+
+// ensureSeed writes D/seed.img, the NoCloud volume attached read-only to
+// every node, unless it is there, and returns its path.
+func (c *Cluster) ensureSeed() (string, error) {
+	p := filepath.Join(c.cfg.Dir, SeedFile)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	data, err := seed(c.PKIDir(), c.st.Domain, c.st.InitialSize)
+	if err != nil {
+		return "", err
+	}
+	if err := image.WriteCidata(p, data, []byte("instance-id: "+Name+"\n"), 0); err != nil {
+		return "", err
+	}
+	// The seed holds the CA key.
+	if err := os.Chmod(p, 0o600); err != nil {
+		return "", err
+	}
+	c.cfg.Log("seed: %s (cluster %s, SRV domain %s, %d initial members, no node name: DHCP gives it)", p, Name, c.st.Domain, c.st.InitialSize)
+	return p, nil
+}

@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/qemu/vnet"
+)
+
+// ErrUp means the cluster's VMs already run.
+var ErrUp = errors.New("cluster is up")
+
+// Up brings the cluster in cfg.Dir up and returns once it has every node
+// as a voting, started member and each node answers a linearizable read
+// (or ctx ends; the VMs then keep running for inspection, and the error
+// says which nodes were not ready). A new directory gets nodes n1..n<nodes>;
+// a directory with a cluster that is down resumes it with its nodes and
+// disks (nodes must then be 0 or their number). ctx bounds the whole call.
+func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlockDir, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	// The lock guards the state; it is released for the wait, so that
+	// down can stop a cluster that does not come up.
+	var once sync.Once
+	unlock := func() { once.Do(unlockDir) }
+	defer unlock()
+	st, err := ReadState(dir)
+	resume := err == nil && len(st.Nodes) > 0
+	if err != nil && !errors.Is(err, ErrNoCluster) {
+		return nil, err
+	}
+	if cfg.Image != "" {
+		if cfg.Image, err = filepath.Abs(cfg.Image); err != nil {
+			return nil, err
+		}
+	}
+	if resume {
+		if err := resumable(st, cfg, nodes); err != nil {
+			return nil, fmt.Errorf("cluster in %s: %w", dir, err)
+		}
+		cfg.Image, cfg.Domain = st.Image, st.Domain
+		cfg.MemoryMiB, cfg.CPUs = orInt(cfg.MemoryMiB, st.MemoryMiB), orInt(cfg.CPUs, st.CPUs)
+		if cfg.GuestPorts == nil {
+			cfg.GuestPorts = st.GuestPorts
+		}
+	} else {
+		if nodes < 1 || nodes > maxNodes {
+			return nil, fmt.Errorf("nodes %d: want 1 to %d", nodes, maxNodes)
+		}
+		if cfg.Image == "" {
+			return nil, errors.New("image: missing")
+		}
+		src := cfg.Image
+		if cfg.Image, err = pinImage(src, dir); err != nil {
+			return nil, err
+		}
+		if cfg.Log != nil && cfg.Image != src {
+			cfg.Log("image: %s (pinned: %s, so that a rebuild of it leaves the nodes' disks alone)", src, cfg.Image)
+		}
+		cfg.Domain = or(cfg.Domain, DefaultDomain)
+		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes}
+		for i := 1; i <= nodes; i++ {
+			name := "n" + strconv.Itoa(i)
+			st.Nodes = append(st.Nodes, Node{Name: name, Dir: filepath.Join(dir, name), IP: nodeIP(i)})
+		}
+	}
+	cfg.OVMFCode, cfg.OVMFVars = or(cfg.OVMFCode, st.OVMFCode), or(cfg.OVMFVars, st.OVMFVars)
+	if cfg.OVMFCode == "" || cfg.OVMFVars == "" {
+		return nil, errors.New("OVMF firmware: missing")
+	}
+	if cfg.OVMFCode, err = filepath.Abs(cfg.OVMFCode); err != nil {
+		return nil, err
+	}
+	if cfg.OVMFVars, err = filepath.Abs(cfg.OVMFVars); err != nil {
+		return nil, err
+	}
+	st.Image, st.OVMFCode, st.OVMFVars = cfg.Image, cfg.OVMFCode, cfg.OVMFVars
+	st.MemoryMiB, st.CPUs = orInt(cfg.MemoryMiB, 1024), orInt(cfg.CPUs, 1)
+	st.GuestPorts = cfg.GuestPorts
+
+	pkiDir := filepath.Join(dir, PKIDir)
+	if _, err := os.Stat(filepath.Join(pkiDir, pki.CACertFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := pki.Init(pkiDir, false); err != nil {
+			return nil, err
+		}
+		if cfg.Log != nil {
+			cfg.Log("pki: made a CA and an admin certificate in %s", pkiDir)
+		}
+	}
+	c, err := newCluster(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	if resume {
+		c.cfg.Log("resuming the %d nodes in %s on their disks", len(st.Nodes), dir)
+	}
+	seedImg, err := c.ensureSeed()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	for i := range c.st.Nodes {
+		if err := c.register(ctx, &c.st.Nodes[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.save(); err != nil {
+		return nil, err
+	}
+	if err := c.boot(ctx, seedImg, c.st.Nodes...); err != nil {
+		return c, err
+	}
+	unlock()
+	var names []string
+	for _, n := range c.st.Nodes {
+		names = append(names, n.Name)
+	}
+	return c, c.wait(ctx, want{names: names, members: len(names), fresh: names})
+}
+
+// resumable checks that Up with cfg and nodes can resume the cluster st.
+func resumable(st State, cfg Config, nodes int) error {
+	for _, n := range st.Nodes {
+		if vm, err := qemu.Attach(n.Dir); err == nil {
+			return fmt.Errorf("%w (%s is pid %d); run down first", ErrUp, n.Name, vm.PID())
+		}
+	}
+	if nodes != 0 && nodes != len(st.Nodes) {
+		return fmt.Errorf("it has %d nodes, and up resumes them all: leave out the node count (asked for %d) or use another directory", len(st.Nodes), nodes)
+	}
+	if cfg.Image != "" && cfg.Image != st.Image && !sameFile(cfg.Image, st.Image) {
+		return fmt.Errorf("its disks are overlays of %s; up resumes on that image, not %s (leave out the image)", st.Image, cfg.Image)
+	}
+	if cfg.Domain != "" && cfg.Domain != st.Domain {
+		return fmt.Errorf("its domain is %s, not %s", st.Domain, cfg.Domain)
+	}
+	return nil
+}
+
+// vmConfig is the QEMU configuration of node n: its only NIC on the
+// cluster's switch, the seed volume as a second disk.
+func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
+	return qemu.Config{
+		Name: n.Name, Dir: n.Dir, Image: c.cfg.Image, Overlay: true,
+		OVMFCode: c.cfg.OVMFCode, OVMFVars: c.cfg.OVMFVars,
+		MemoryMiB: c.st.MemoryMiB, CPUs: c.st.CPUs, Accel: c.cfg.Accel,
+		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
+		ExtraDisks: []string{seedImg},
+	}
+}
+
+// boot starts the nodes' VMs in parallel and records them in the state.
+func (c *Cluster) boot(ctx context.Context, seedImg string, nodes ...Node) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs *multierror.Error
+	)
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vm, err := qemu.Start(ctx, c.vmConfig(n, seedImg))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = multierror.Append(errs, err)
+				return
+			}
+			c.vms[n.Name] = vm
+			c.cfg.Log("%s: started at %s (pid %d, accel %s); console %s", n.Name, n.IP, vm.PID(), qemu.Accel(), vm.ConsolePath())
+		}()
+	}
+	wg.Wait()
+	for i, n := range c.st.Nodes {
+		if vm, ok := c.vms[n.Name]; ok {
+			c.st.Nodes[i].PID, c.st.Nodes[i].QMP, c.st.Nodes[i].Console = vm.PID(), vm.QMPPath(), vm.ConsolePath()
+		}
+	}
+	if err := c.save(); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	return errs.ErrorOrNil()
+}
+
+// sameFile reports whether a and b are the same file (a hard link).
+func sameFile(a, b string) bool {
+	ai, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	bi, err := os.Stat(b)
+	return err == nil && os.SameFile(ai, bi)
+}

@@ -1,0 +1,302 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdbox/etcdbox/qemu"
+)
+
+// Poll intervals: each node is probed every probeEvery; the verdict is
+// taken every checkEvery.
+const (
+	probeEvery = 500 * time.Millisecond
+	checkEvery = 250 * time.Millisecond
+	probeLimit = 5 * time.Second
+)
+
+// consoleMarkers are the init's console lines the wait reports; a seed
+// error ends it at once, since that node will not get further.
+var consoleMarkers = []string{"etcdbox: etcd ready", "etcdbox: etcd exited", "etcdbox: etcd: ", "etcdbox: membership: ", "etcdbox: fatal:", "etcdbox: seed error:"}
+
+// want is what a wait waits for.
+type want struct {
+	names   []string // nodes that must each answer a linearizable read
+	members int      // the number of members, all voting and started
+	fresh   []string // nodes whose VMs this call started: their consoles are read from the start
+	// onMembers sees each member list that differs from the last.
+	onMembers func(members []*pb.Member)
+}
+
+// observation is one probe of one node.
+type observation struct {
+	err       error
+	clusterID uint64
+	memberID  uint64
+	members   []*pb.Member
+}
+
+// wait waits until w holds, reporting progress: console markers, each
+// node once it serves, each new member list. Nodes that report different
+// cluster IDs end it at once: two clusters formed. On failure it logs the
+// console tails of the nodes that were not ready.
+func (c *Cluster) wait(ctx context.Context, w want) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, which ends the probes and watchers
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	tc, err := c.adminTLS()
+	if err != nil {
+		return err
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]observation{}
+	)
+	fail := make(chan error, 2*len(w.names))
+	vms := map[string]*qemu.VM{}
+	for _, name := range w.names {
+		n, _ := c.Node(name)
+		vm, err := c.VM(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		vms[name] = vm
+		var from int64
+		if !slices.Contains(w.fresh, name) {
+			from = vm.Mark()
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(probeEvery)
+			defer t.Stop()
+			for {
+				o := probe(ctx, n.Endpoint(), tc)
+				mu.Lock()
+				seen[name] = o
+				mu.Unlock()
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if err := c.watchConsole(ctx, vm, from); err != nil {
+				fail <- err
+			}
+		}()
+	}
+
+	served := map[string]bool{}
+	var last string
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	for {
+		mu.Lock()
+		obs := make(map[string]observation, len(seen))
+		for k, v := range seen {
+			obs[k] = v
+		}
+		mu.Unlock()
+		clusters := map[uint64][]string{}
+		var members []*pb.Member
+		for _, name := range w.names {
+			o, ok := obs[name]
+			if !ok || o.err != nil {
+				continue
+			}
+			clusters[o.clusterID] = append(clusters[o.clusterID], name)
+			if !served[name] {
+				served[name] = true
+				c.cfg.Log("%s: serves linearizable reads (member %016x, cluster %016x)", name, o.memberID, o.clusterID)
+			}
+			if members == nil {
+				members = o.members
+			}
+		}
+		if len(clusters) > 1 {
+			return fmt.Errorf("two clusters formed: %s", describeClusters(clusters))
+		}
+		if members != nil {
+			if d := describeMembers(members); d != last {
+				last = d
+				c.cfg.Log("members: %s", d)
+				if w.onMembers != nil {
+					w.onMembers(members)
+				}
+			}
+		}
+		if allServe(obs, w.names) && membersDone(members, w.names, w.members) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			err := fmt.Errorf("wait for %d voting members: %w", w.members, ctx.Err())
+			var why []string
+			for _, name := range w.names {
+				o, ok := obs[name]
+				if ok && o.err == nil {
+					continue
+				}
+				reason := "not probed yet"
+				if ok {
+					reason = shortErr(o.err)
+				}
+				why = append(why, name+": "+reason)
+				c.cfg.Log("%s: not ready (%s); last console lines (%s):\n%s", name, reason, vms[name].ConsolePath(), vms[name].ConsoleTail(40))
+			}
+			if len(why) == 0 {
+				why = append(why, "members: "+last)
+			}
+			return fmt.Errorf("%w; %s", err, strings.Join(why, "; "))
+		case err := <-fail:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// watchConsole reports vm's console markers from offset from on, until
+// ctx ends. It returns an error when the node cannot get ready: its VM
+// exited, its seed is bad, or it failed the same way on two boots.
+func (c *Cluster) watchConsole(ctx context.Context, vm *qemu.VM, from int64) error {
+	fatal := ""
+	for {
+		m, err := vm.WaitConsole(ctx, from, consoleMarkers...)
+		switch {
+		case errors.Is(err, qemu.ErrExited):
+			c.cfg.Log("%s: the VM powered off; last console lines (%s):\n%s", vm.Name(), vm.ConsolePath(), vm.ConsoleTail(40))
+			return fmt.Errorf("%s: the VM powered off", vm.Name())
+		case err != nil:
+			return nil // ctx ended
+		}
+		line := qemu.Printable(m.Line)
+		c.cfg.Log("%s: console: %s", vm.Name(), line)
+		switch m.Text {
+		case "etcdbox: seed error:":
+			return fmt.Errorf("%s: %s", vm.Name(), line)
+		case "etcdbox: fatal:":
+			// The init reboots after a fatal error; the same error on the
+			// next boot will not go away by itself.
+			if line == fatal {
+				c.cfg.Log("%s: the same fatal error on two boots in a row; last console lines (%s):\n%s", vm.Name(), vm.ConsolePath(), vm.ConsoleTail(40))
+				return fmt.Errorf("%s: on two boots in a row: %s", vm.Name(), line)
+			}
+			fatal = line
+		case "etcdbox: etcd ready":
+			fatal = ""
+		}
+		from = m.Next
+	}
+}
+
+// probe makes one linearizable read at endpoint and lists the members.
+// A fresh client per probe keeps gRPC's reconnect backoff (up to two
+// minutes) out of the boot time.
+func probe(ctx context.Context, endpoint string, tc *tls.Config) observation {
+	ctx, cancel := context.WithTimeout(ctx, probeLimit)
+	defer cancel()
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{endpoint}, TLS: tc, DialTimeout: probeLimit, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return observation{err: err}
+	}
+	defer cl.Close()
+	r, err := cl.Get(ctx, "etcdbox/health")
+	if err != nil {
+		return observation{err: err}
+	}
+	ml, err := cl.MemberList(ctx)
+	if err != nil {
+		return observation{err: err}
+	}
+	return observation{clusterID: r.Header.ClusterId, memberID: r.Header.MemberId, members: ml.Members}
+}
+
+// allServe reports whether every node of names answered its last probe.
+func allServe(obs map[string]observation, names []string) bool {
+	for _, n := range names {
+		if o, ok := obs[n]; !ok || o.err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// membersDone reports whether members are exactly want members, all
+// started voters, among them every node of names.
+func membersDone(members []*pb.Member, names []string, want int) bool {
+	if len(members) != want {
+		return false
+	}
+	for _, m := range members {
+		if m.IsLearner || m.Name == "" || len(m.ClientURLs) == 0 {
+			return false
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(members, func(m *pb.Member) bool { return m.Name == n }) {
+			return false
+		}
+	}
+	return true
+}
+
+// describeMembers is a member list in one line, sorted: "n1 n2 n3
+// n4(learner) ?(learner, unstarted: https://n5.d:2380)".
+func describeMembers(members []*pb.Member) string {
+	var parts []string
+	for _, m := range members {
+		var tags []string
+		if m.IsLearner {
+			tags = append(tags, "learner")
+		}
+		name := m.Name
+		if name == "" {
+			name = "?"
+			tags = append(tags, "unstarted: "+strings.Join(m.PeerURLs, ","))
+		}
+		if len(tags) > 0 {
+			name += "(" + strings.Join(tags, ", ") + ")"
+		}
+		parts = append(parts, name)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+// describeClusters names the nodes of each cluster ID.
+func describeClusters(clusters map[uint64][]string) string {
+	var parts []string
+	for id, names := range clusters {
+		parts = append(parts, fmt.Sprintf("%s in %016x", strings.Join(names, ", "), id))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
+// shortErr is the first line of err, without gRPC's wrapping.
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimPrefix(s, "rpc error: ")
+	return s
+}
