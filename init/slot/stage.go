@@ -22,7 +22,9 @@ var ErrNoFallback = errors.New("no blessed slot to fall back to")
 
 // An Update is what Stage writes into a slot.
 type Update struct {
-	// Kernel and Initrd are the new slot's vmlinuz and initrd.
+	// Kernel and Initrd are the new slot's vmlinuz and initrd. They are
+	// streamed to the ESP; a reader that checks a digest should fail at
+	// EOF on a mismatch, and Stage then fails before the entry exists.
 	Kernel, Initrd io.Reader
 	// Options is the kernel command line, usually the booted slot's
 	// Entry.Options; Stage sets its etcdbox.slot to the staged slot. It
