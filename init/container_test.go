@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -303,8 +305,17 @@ func TestContainerLifecycle(t *testing.T) {
 		}
 		require.NotZero(t, id)
 		from := len(n4.log())
-		_, err := cli.MemberRemove(context.Background(), id)
-		require.NoError(t, err)
+		// etcd refuses membership changes until its members have been
+		// connected for 5 s (n2 just restarted): retry on that answer.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := cli.MemberRemove(context.Background(), id)
+			if err == nil {
+				break
+			}
+			require.True(t, errors.Is(err, rpctypes.ErrUnhealthy) && time.Now().Before(deadline), "remove n4: %v", err)
+			time.Sleep(250 * time.Millisecond)
+		}
 		n4.waitLog(from, "was removed from the cluster", 60*time.Second)
 		n4.waitLog(from, "moved the removed member's data to", 60*time.Second)
 		n4.waitLog(from, "promoted to a voting member", 90*time.Second)
