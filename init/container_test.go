@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -342,5 +345,25 @@ func TestContainerLifecycle(t *testing.T) {
 		}
 		_, err := os.Stat(filepath.Join(n5.dir, "data", "etcd", "member"))
 		assert.True(t, os.IsNotExist(err), "n5 started no etcd member of its own")
+	})
+
+	t.Run("a peer that is not etcd: clear log line, retries with backoff, no cluster", func(t *testing.T) {
+		fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "not etcd", http.StatusTeapot)
+		}))
+		defer fake.Close()
+		port := fake.Listener.Addr().(*net.TCPAddr).Port
+		bogus := c.add("bogus")
+		bogus.clientPort, bogus.peerPort = port, port
+		n6 := c.add("n6")
+		c.writeSeed(n6, "lonely", 1, "bogus", "n6")
+		n6.start()
+		first := n6.waitLog(0, "membership: no peer answers: member list from https://127.0.0.1:"+strconv.Itoa(port), 60*time.Second)
+		n6.waitLog(first, "not an expected initial member", 30*time.Second)
+		at := n6.waitLog(first, "retrying in 1s", 30*time.Second)
+		n6.waitLog(at, "retrying in 2s", 30*time.Second)
+		assert.NotContains(t, n6.log(), "bootstrapping member", "a node must not form a cluster of its own")
+		_, err := os.Stat(filepath.Join(n6.dir, "data", "etcd", "member"))
+		assert.True(t, os.IsNotExist(err), "no etcd data was made")
 	})
 }
