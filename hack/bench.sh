@@ -5,7 +5,7 @@
 # Needs `make deps build`. Knobs (environment):
 #   BENCH_RUNS   builds timed by the build section (default 5)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
-#   BENCH_ONLY   space-separated sections to run (default: all)
+#   BENCH_ONLY   space-separated sections to run (default: build boot cluster)
 # A new section is a function here plus, for Go, a program under bench/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +29,15 @@ section_boot() {
 		-etcd bin/etcd -init bin/init -floor-init "$out/floorinit" -work "$out/boot"
 }
 
+# Issue 4: cluster up of three nodes against one, and cluster add.
+section_cluster() {
+	echo "== local clusters on the closed virtual network (QEMU start -> voting members)"
+	bin/etcdbox build -o "$out/cluster.img" >/dev/null
+	go run ./bench/cluster -image "$out/cluster.img" -sysroot "$sysroot"
+}
+
 start=$(date +%s)
-for s in ${BENCH_ONLY:-build boot}; do
+for s in ${BENCH_ONLY:-build boot cluster}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"

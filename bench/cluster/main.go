@@ -1,0 +1,76 @@
+// Command cluster measures local clusters: the time from `cluster up` of
+// three nodes until all three are voting members, next to the time for one
+// node in the same run (their ratio), and the time for `cluster add` until
+// the new member votes. It prints figures; nothing is asserted.
+//
+//	go run ./bench/cluster -image out/etcdbox.img
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+func main() {
+	img := flag.String("image", "out/etcdbox.img", "image to boot (no node name in its seed)")
+	sysroot := flag.String("sysroot", ".cache/sysroot", "where hack/deps.sh unpacked OVMF")
+	mem := flag.Int("mem", 768, "MiB per VM")
+	flag.Parse()
+	if err := run(*img, *sysroot, *mem); err != nil {
+		fmt.Fprintln(os.Stderr, "bench cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(img, sysroot string, mem int) error {
+	work, err := os.MkdirTemp("", "etcdbox-bench-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	ovmf := filepath.Join(sysroot, "usr/share/OVMF")
+	cfg := func(name string) cluster.Config {
+		return cluster.Config{
+			Dir: filepath.Join(work, name), Image: img, MemoryMiB: mem,
+			OVMFCode: filepath.Join(ovmf, "OVMF_CODE_4M.fd"), OVMFVars: filepath.Join(ovmf, "OVMF_VARS_4M.fd"),
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	up := func(name string, n int) (*cluster.Cluster, time.Duration, error) {
+		start := time.Now()
+		c, err := cluster.Up(ctx, cfg(name), n)
+		return c, time.Since(start), err
+	}
+	one, t1, err := up("one", 1)
+	if err != nil {
+		return fmt.Errorf("up 1: %w", err)
+	}
+	if err := one.Down(ctx, time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, "down 1:", err)
+	}
+	three, t3, err := up("three", 3)
+	if err != nil {
+		return fmt.Errorf("up 3: %w", err)
+	}
+	defer three.Down(context.Background(), time.Minute)
+	start := time.Now()
+	j, err := three.Add(ctx)
+	if err != nil {
+		return fmt.Errorf("add: %w", err)
+	}
+	tAdd := time.Since(start)
+
+	fmt.Printf("cluster up, 1 node, until it serves:            %s\n", t1.Round(100*time.Millisecond))
+	fmt.Printf("cluster up, 3 nodes, until 3 voting members:    %s\n", t3.Round(100*time.Millisecond))
+	fmt.Printf("ratio 3 nodes / 1 node:                         %.2fx\n", t3.Seconds()/t1.Seconds())
+	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", tAdd.Round(100*time.Millisecond), j.AsLearner)
+	return nil
+}
