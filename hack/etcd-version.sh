@@ -14,6 +14,6 @@ mkdir -p "$scratch" bin
 if [ ! -f "$scratch/go.mod" ]; then
 	printf 'module scratch\n\ngo 1.26\n' > "$scratch/go.mod"
 fi
-(cd "$scratch" && GOFLAGS=-buildvcs=false go get "go.etcd.io/etcd/server/v3@v$version" >/dev/null)
+(cd "$scratch" && GOFLAGS=-buildvcs=false go get "go.etcd.io/etcd/server/v3@v$version" >/dev/null 2>&1)
 (cd "$scratch" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-buildvcs=false go build -trimpath -o "$OLDPWD/$out" go.etcd.io/etcd/server/v3)
 echo "built $out"
