@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +51,8 @@ type apiNode struct {
 
 	mu       sync.Mutex
 	progress nodeapi.UpgradeProgress
+
+	snapMu sync.Mutex // one snapshot at a time
 }
 
 // release reads /etc/etcdbox/release (key=value lines).
@@ -92,6 +98,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 					st.Blessed = s.Status() == slot.Blessed
 				}
 			}
+			st.LastRollback = lastRollback(n.esp, ss, st.Slot)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(n.pkiDir(), "server.crt")); err == nil {
@@ -117,6 +124,20 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// lastRollback reads why the slot that is not booted was given up, when
+// it is bad (Status.LastRollback).
+func lastRollback(esp slot.FS, ss slot.State, booted string) string {
+	other := slot.Other(booted)
+	if other == "" || ss.Slots[other].Status() != slot.Bad {
+		return ""
+	}
+	b, err := esp.ReadFile(failedRecord(other))
+	if why := strings.TrimSpace(string(b)); err == nil && why != "" {
+		return "slot " + other + ": " + why
+	}
+	return "slot " + other + ": bad, no reason recorded (kernel panic, hang or crash loop)"
 }
 
 func slotState(s slot.Slot) string {
@@ -223,6 +244,10 @@ func (a *apiNode) stage(ref string) error {
 		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
 	}
 	target := slot.Other(booted)
+	// A new try of the slot starts without the old reason it failed.
+	if err := n.esp.Remove(failedRecord(target)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", failedRecord(target), err)
+	}
 	e, err := slot.Stage(n.esp, target, slot.Update{
 		Kernel:  bytes.NewReader(boot.Kernel),
 		Initrd:  bytes.NewReader(boot.Initrd),
@@ -233,5 +258,114 @@ func (a *apiNode) stage(ref string) error {
 		return err
 	}
 	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d)", boot.Digest, target, e.File, e.Generation)
+	return nil
+}
+
+// backupsDir is where snapshots are kept, on DATA next to etcd's data.
+func (n *node) backupsDir() string { return filepath.Join(n.root, "backups") }
+
+// Snapshot takes an etcd snapshot of the local member into DATA's backups
+// directory and keeps the newest nodeapi.SnapshotsKept there. The roll
+// takes one before each node's step, so a node whose new slot cannot read
+// its data still has a copy made just before.
+func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
+	n := a.n
+	if n.supervisor() == nil {
+		return nodeapi.Snapshot{}, fmt.Errorf("%w: etcd is not running", api.ErrBusy)
+	}
+	a.snapMu.Lock()
+	defer a.snapMu.Unlock()
+	c, err := n.localMember().client()
+	if err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, c.Endpoints()[0])
+	if err != nil {
+		return nodeapi.Snapshot{}, fmt.Errorf("etcd status: %w", err)
+	}
+	rc, err := c.Snapshot(ctx)
+	if err != nil {
+		return nodeapi.Snapshot{}, fmt.Errorf("etcd snapshot: %w", err)
+	}
+	defer rc.Close()
+	snap, err := saveSnapshot(n.backupsDir(), rc, st.Header.Revision, time.Now())
+	if err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	n.log.Printf("snapshot: %s (%d bytes, revision %d)", snap.Path, snap.Size, snap.Revision)
+	return snap, nil
+}
+
+// snapshotPrefix and snapshotSuffix frame a snapshot's file name; the time
+// stamp between them sorts in time order.
+const (
+	snapshotPrefix = "etcd-"
+	snapshotSuffix = ".db"
+)
+
+// saveSnapshot writes r to dir under a time-stamped name (temporary name,
+// fsync, rename, fsync of dir), then removes all but the newest
+// nodeapi.SnapshotsKept snapshots.
+func saveSnapshot(dir string, r io.Reader, rev int64, now time.Time) (nodeapi.Snapshot, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	name := snapshotPrefix + now.UTC().Format("20060102T150405.000000000Z") + snapshotSuffix
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	size, err := io.Copy(f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nodeapi.Snapshot{}, fmt.Errorf("write snapshot %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	if err := pruneSnapshots(dir, nodeapi.SnapshotsKept); err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	return nodeapi.Snapshot{Path: path, Size: size, Revision: rev, Taken: now}, nil
+}
+
+// pruneSnapshots removes all but the newest keep snapshots in dir, and
+// temporary files a crash left behind.
+func pruneSnapshots(dir string, keep int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var snaps []string
+	for _, e := range ents {
+		switch name := e.Name(); {
+		case strings.HasPrefix(name, snapshotPrefix) && strings.HasSuffix(name, snapshotSuffix+".tmp"):
+			os.Remove(filepath.Join(dir, name))
+		case strings.HasPrefix(name, snapshotPrefix) && strings.HasSuffix(name, snapshotSuffix):
+			snaps = append(snaps, name)
+		}
+	}
+	slices.Sort(snaps)
+	for len(snaps) > keep {
+		if err := os.Remove(filepath.Join(dir, snaps[0])); err != nil {
+			return fmt.Errorf("remove old snapshot: %w", err)
+		}
+		snaps = snaps[1:]
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/slot"
@@ -73,12 +74,21 @@ func describeSlots(st slot.State) string {
 	return out
 }
 
+// failedRecord is the ESP file where failSlot leaves its reason for slot,
+// so that the old slot, booted again, can report why (Status.LastRollback)
+// and the roll can stop with it. Staging the slot again removes it.
+func failedRecord(slot string) string { return "etcdbox/" + slot + ".failed" }
+
 // failSlot marks the booted slot bad when it is on probation, so that the
 // reboot that follows lands in the other slot at once rather than after
-// the remaining tries. It reports whether it did.
+// the remaining tries. It reports whether it did. The reason goes to the
+// ESP first (failedRecord): a missing record only costs the reason.
 func (n *node) failSlot(reason string) bool {
 	if !n.onProbation() {
 		return false
+	}
+	if err := n.esp.WriteFile(failedRecord(n.bootedSlot()), strings.NewReader(reason+"\n")); err != nil {
+		n.log.Printf("slots: record why slot %s failed: %v", n.bootedSlot(), err)
 	}
 	if err := slot.MarkBad(n.esp, n.bootedSlot()); err != nil {
 		n.log.Printf("slots: mark slot %s bad: %v", n.bootedSlot(), err)

@@ -172,6 +172,14 @@ func (c *Client) StageUpgrade(ctx context.Context, image string) error {
 	return c.do(ctx, http.MethodPost, PathUpgrade, UpgradeRequest{Image: image}, http.StatusAccepted, nil)
 }
 
+// Snapshot asks the node to take an etcd snapshot of its member and keep
+// it on DATA. It returns once the snapshot is on the disk.
+func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	err := c.do(ctx, http.MethodPost, PathSnapshot, nil, http.StatusOK, &s)
+	return s, err
+}
+
 // Upgrade returns the progress of the node's upgrade agent.
 func (c *Client) Upgrade(ctx context.Context) (UpgradeProgress, error) {
 	var p UpgradeProgress

@@ -11,10 +11,11 @@ const DefaultPort = 9379
 
 // Paths of the endpoints.
 const (
-	PathStatus  = "/v1/status"
-	PathLogs    = "/v1/logs"
-	PathReboot  = "/v1/reboot"
-	PathUpgrade = "/v1/upgrade"
+	PathStatus   = "/v1/status"
+	PathLogs     = "/v1/logs"
+	PathReboot   = "/v1/reboot"
+	PathUpgrade  = "/v1/upgrade"
+	PathSnapshot = "/v1/snapshot"
 )
 
 const (
@@ -51,6 +52,12 @@ type Status struct {
 	// duration string such as "26h3m12s".
 	Uptime  time.Duration   `json:"-"`
 	Upgrade UpgradeProgress `json:"upgrade"`
+	// LastRollback says why the slot that is not booted was rolled back
+	// ("slot b: gate failed: not a voting member after 120s"), as the init
+	// recorded it on the ESP when it gave the slot up; empty when that
+	// slot is not bad. A slot given up without a record (a kernel panic,
+	// say) reads "slot b: bad, no reason recorded".
+	LastRollback string `json:"lastRollback,omitempty"`
 }
 
 // statusWire is Status with Uptime in a form that reads well in curl.
@@ -158,6 +165,22 @@ type UpgradeRequest struct {
 	// Image is an OCI image reference pinned by digest; see CheckImageRef.
 	Image string `json:"image"`
 }
+
+// Snapshot is the answer to POST /v1/snapshot: an etcd snapshot the node
+// took of its member and keeps on DATA (the newest SnapshotsKept of them).
+type Snapshot struct {
+	// Path is the file on the node, under DATA's backups directory.
+	Path string `json:"path"`
+	// Size is its length in bytes; Revision the member's revision when it
+	// was taken.
+	Size     int64     `json:"size"`
+	Revision int64     `json:"revision"`
+	Taken    time.Time `json:"taken"`
+}
+
+// SnapshotsKept is how many snapshots a node keeps on DATA; taking one
+// more removes the oldest.
+const SnapshotsKept = 5
 
 // Accepted is the body of a 202 answer.
 type Accepted struct {

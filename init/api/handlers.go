@@ -40,9 +40,10 @@ type endpoint struct {
 // routes maps paths to their endpoints. ServeMux would answer a wrong
 // method with a plain-text 405; the API answers every error in JSON.
 var routes = map[string][]endpoint{
-	nodeapi.PathStatus: {{method: http.MethodGet, serve: (*Server).status}},
-	nodeapi.PathLogs:   {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
-	nodeapi.PathReboot: {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
+	nodeapi.PathStatus:   {{method: http.MethodGet, serve: (*Server).status}},
+	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
+	nodeapi.PathReboot:   {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
+	nodeapi.PathSnapshot: {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
 	nodeapi.PathUpgrade: {
 		{method: http.MethodGet, serve: (*Server).upgradeProgress},
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
@@ -179,6 +180,19 @@ func (s *Server) stageUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return nodeError("stage upgrade", err)
 	}
 	writeJSON(w, http.StatusAccepted, s.progress())
+	return nil
+}
+
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
+	var req struct{}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	snap, err := s.cfg.Node.Snapshot(r.Context())
+	if err != nil {
+		return nodeError("snapshot", err)
+	}
+	writeJSON(w, http.StatusOK, snap)
 	return nil
 }
 

@@ -31,7 +31,21 @@ type fakeNode struct {
 	reboots   int
 	staged    []string
 	progress  nodeapi.UpgradeProgress
+	snapshot  nodeapi.Snapshot
+	snapErr   error
+	snapshots int
 	calls     int
+}
+
+func (f *fakeNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.snapErr != nil {
+		return nodeapi.Snapshot{}, f.snapErr
+	}
+	f.snapshots++
+	return f.snapshot, nil
 }
 
 func (f *fakeNode) Status(context.Context) (nodeapi.Status, error) {

@@ -78,6 +78,10 @@ type Node interface {
 	StageUpgrade(ctx context.Context, ref string) error
 	// Upgrade reports the upgrade agent's progress.
 	Upgrade() nodeapi.UpgradeProgress
+	// Snapshot takes an etcd snapshot of the local member, keeps it on
+	// DATA and returns once it is on the disk (the roll takes one before
+	// each node's step). It may take a while; ctx is the request's.
+	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
 }
 
 // Config configures a Server.

@@ -79,8 +79,9 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, call := range map[string]func() error{
-		"reboot":  func() error { return c.Reboot(ctx) },
-		"upgrade": func() error { return c.StageUpgrade(ctx, goodRef) },
+		"reboot":   func() error { return c.Reboot(ctx) },
+		"upgrade":  func() error { return c.StageUpgrade(ctx, goodRef) },
+		"snapshot": func() error { _, err := c.Snapshot(ctx); return err },
 	} {
 		err := call()
 		require.Error(t, err, name)
@@ -90,6 +91,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	}
 	assert.Zero(t, node.reboots)
 	assert.Empty(t, node.staged)
+	assert.Zero(t, node.snapshots)
 }
 
 func TestClientAgainstServer(t *testing.T) {
@@ -136,6 +138,11 @@ func TestClientAgainstServer(t *testing.T) {
 	require.NoError(t, c.Reboot(ctx))
 	assert.Equal(t, 1, node.reboots)
 
+	node.snapshot = nodeapi.Snapshot{Path: "/var/lib/etcdbox/backups/etcd-1.db", Size: 20480, Revision: 7, Taken: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	snap, err := c.Snapshot(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, node.snapshot, snap)
+
 	// The server's message reaches the caller.
 	err = c.StageUpgrade(ctx, "registry.example/etcdbox:v2")
 	require.Error(t, err)
@@ -150,6 +157,7 @@ func TestNodeErrors(t *testing.T) {
 		statusErr: fmt.Errorf("read release: file does not exist"),
 		rebootErr: fmt.Errorf("shutdown under way: %w", api.ErrBusy),
 		stageErr:  fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
+		snapErr:   fmt.Errorf("etcd not running"),
 	}
 	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
 	require.NoError(t, err)
@@ -164,6 +172,7 @@ func TestNodeErrors(t *testing.T) {
 		{"status", func() error { _, err := c.Status(ctx); return err }, http.StatusInternalServerError, "status: read release: file does not exist"},
 		{"reboot", func() error { return c.Reboot(ctx) }, http.StatusConflict, "reboot: shutdown under way: busy"},
 		{"stage", func() error { return c.StageUpgrade(ctx, goodRef) }, http.StatusConflict, "stage upgrade: staging " + goodRef + ": busy"},
+		{"snapshot", func() error { _, err := c.Snapshot(ctx); return err }, http.StatusInternalServerError, "snapshot: etcd not running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ae := apiError(t, tc.call())
@@ -205,7 +214,7 @@ func TestBadRequests(t *testing.T) {
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/logs, /v1/reboot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},

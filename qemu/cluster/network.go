@@ -38,7 +38,9 @@ func ServeNetwork(ctx context.Context, dir, domain string, w io.Writer) error {
 		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format(time.RFC3339)}, args...)...)
 	}
 	logf("netd: pid %d serving %s (domain %s)", os.Getpid(), dir, domain)
-	err := vnet.Serve(ctx, vnet.Config{Dir: dir, Domain: domain, Logf: logf})
+	err := vnet.Serve(ctx, vnet.Config{Dir: dir, Domain: domain, Logf: logf, Started: func(n *vnet.Network) error {
+		return serveRegistry(n, dir, logf)
+	}})
 	if err != nil {
 		logf("netd: %v", err)
 	}

@@ -29,6 +29,10 @@ func seed(pkiDir, domain string, initialSize int) ([]byte, error) {
 		Cluster:   Name,
 		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
 		PKI:       discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+		// Upgrades come from the network daemon's registry (registry.go),
+		// plain HTTP on the gateway. The gate is kept short: local
+		// clusters are for trying things out and for tests.
+		Upgrade: discovery.Upgrade{InsecureRegistries: []string{GuestRegistry()}, SettleSeconds: 15, GateSeconds: 180},
 	}
 	b, err := s.Marshal()
 	if err != nil {

@@ -38,6 +38,10 @@ type Config struct {
 	// Logf receives one line per event worth a look (a VM attached or
 	// left, a lease, a refused query). Nil discards them.
 	Logf func(format string, args ...any) `json:"-"`
+	// Started, when set, is called by Serve once the network runs and
+	// before its control socket listens, e.g. to serve a registry on the
+	// gateway with Listen. An error stops Serve.
+	Started func(n *Network) error `json:"-"`
 }
 
 // Host is one guest: its DHCP lease (MAC to IP, with Name as the DHCP

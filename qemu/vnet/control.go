@@ -56,6 +56,12 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Started != nil {
+		if err := cfg.Started(n); err != nil {
+			n.Close()
+			return err
+		}
+	}
 	ln, err := listenUnix(ControlSocket(n.cfg.Dir))
 	if err != nil {
 		n.Close()

@@ -1,0 +1,40 @@
+// Package rollout rolls an etcdbox image over a cluster, one node at a
+// time (DESIGN §7, issue 5). It runs on the operator's host, in the CLI
+// (`etcdbox upgrade`, `etcdbox cluster upgrade`) and in tests; nodes only
+// stage, reboot and gate themselves.
+//
+//	r := &rollout.Roll{Image: ref, Nodes: nodes, Etcd: rollout.NewEtcd(cli, tc, endpoints), Log: logf}
+//	err := r.Run(ctx) // nil when every node runs ref, blessed
+//
+// The roll, in order:
+//
+//  1. It takes the etcd mutex /etcdbox/upgrade/lock (package concurrency),
+//     so that two rolls never run at once, and records the target in
+//     /etcdbox/upgrade/target (JSON Target).
+//  2. Before each node it checks the preconditions (Check): every member
+//     started, voting and healthy, every node's slot blessed, no alarm.
+//     It waits up to Roll.ReadyWait for them, then stops with the reason.
+//  3. Followers go first, in name order; the leader goes last (Order),
+//     and before its step leadership moves to a healthy follower that
+//     already runs the target.
+//  4. Each node: POST /v1/snapshot (kept on DATA), POST /v1/upgrade,
+//     poll until staged, POST /v1/reboot, then wait until the node is
+//     back (Judge): booted on the staged slot, blessed, a healthy voter.
+//     A node back on its old slot with the new one bad stops the roll
+//     with "node n2 rolled back: <reason>"; a node that is not back
+//     within Roll.NodeTimeout stops it too.
+//  5. Progress goes to Roll.Log, one line per step; each node's record
+//     is kept in /etcdbox/upgrade/nodes/<name> (NodeRecord), so
+//     `etcdbox upgrade --status` shows it, and a roll started again
+//     skips the nodes that are done. Deleting the target (--abort) stops
+//     a running roll between two steps.
+//
+// Version rules (CheckVersions): etcd upgrades one minor at a time, so an
+// image whose etcd skips a minor is refused. The cluster version rises
+// once the last member runs the new minor; before that member moves (the
+// point of no return) the roll checks that the cluster version has not
+// risen yet and logs that rolling back by slot swap stops being safe
+// after it. An image with etcd one minor lower starts with etcd's
+// downgrade API (validate, then enable), which lowers the cluster
+// version, before any node moves.
+package rollout

@@ -1,0 +1,470 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+// NodeAPI is the part of a node's API the roll uses; *nodeapi.Client
+// has it.
+type NodeAPI interface {
+	Status(ctx context.Context) (nodeapi.Status, error)
+	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
+	StageUpgrade(ctx context.Context, image string) error
+	Upgrade(ctx context.Context) (nodeapi.UpgradeProgress, error)
+	Reboot(ctx context.Context) error
+}
+
+var _ NodeAPI = (*nodeapi.Client)(nil)
+
+// Node is one node of the roll.
+type Node struct {
+	// Name is the node's name; empty means the name its status gives.
+	Name string
+	API  NodeAPI
+	// EtcdEndpoint is its member's client URL as this host reaches it.
+	EtcdEndpoint string
+}
+
+// ErrAborted means the target was deleted (--abort) or replaced while
+// the roll ran.
+var ErrAborted = errors.New("roll aborted")
+
+// Roll is one rolling upgrade. Image, Nodes and Etcd are required.
+type Roll struct {
+	// Image is the reference every node stages, pinned by digest.
+	Image string
+	// ImageEtcd is the image's etcd version ("3.7.3"), for the version
+	// rules before any node moves; empty means unknown: the rules are
+	// then checked against the first node that comes back.
+	ImageEtcd string
+	Nodes     []Node
+	Etcd      Etcd
+	// By says who started the roll, for the target record.
+	By string
+	// NodeTimeout bounds one node's step, snapshot to blessed; default
+	// 10 minutes. ReadyWait is how long the roll waits for the
+	// preconditions before a step; default 2 minutes. Poll is the
+	// polling interval; default 2 seconds.
+	NodeTimeout, ReadyWait, Poll time.Duration
+	// Log receives the progress lines; nil discards them.
+	Log func(format string, args ...any)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r *Roll) logf(format string, args ...any) {
+	if r.Log != nil {
+		r.Log(format, args...)
+	}
+}
+
+func (r *Roll) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Roll) defaults() {
+	if r.NodeTimeout <= 0 {
+		r.NodeTimeout = 10 * time.Minute
+	}
+	if r.ReadyWait <= 0 {
+		r.ReadyWait = 2 * time.Minute
+	}
+	if r.Poll <= 0 {
+		r.Poll = 2 * time.Second
+	}
+}
+
+// Observe asks every node's API and etcd at once.
+func (r *Roll) Observe(ctx context.Context) (Cluster, error) {
+	var c Cluster
+	c.Nodes = make([]NodeState, len(r.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range r.Nodes {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			st, err := n.API.Status(sctx)
+			c.Nodes[i] = NodeState{Name: n.Name, Status: st, Err: err}
+			if c.Nodes[i].Name == "" {
+				c.Nodes[i].Name = st.Name
+			}
+			if c.Nodes[i].Name == "" {
+				c.Nodes[i].Name = n.EtcdEndpoint // until it answers
+			}
+		})
+	}
+	var eps []string
+	for _, n := range r.Nodes {
+		eps = append(eps, n.EtcdEndpoint)
+	}
+	var err error
+	c.Members, c.Leader, c.Alarms, c.ClusterVersion, err = r.Etcd.Observe(ctx, eps)
+	wg.Wait()
+	return c, err
+}
+
+// waitReady polls until Check passes, for up to ReadyWait.
+func (r *Roll) waitReady(ctx context.Context) (Cluster, error) {
+	deadline := r.now().Add(r.ReadyWait)
+	for {
+		c, err := r.Observe(ctx)
+		if err == nil {
+			err = Check(c)
+		}
+		if err == nil {
+			return c, nil
+		}
+		if r.now().After(deadline) {
+			return c, err
+		}
+		if err := r.sleep(ctx); err != nil {
+			return c, err
+		}
+	}
+}
+
+func (r *Roll) sleep(ctx context.Context) error {
+	t := time.NewTimer(r.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Run rolls Image over the nodes (see the package doc). It returns nil
+// when every node runs Image, blessed, and otherwise stops at the first
+// problem with its reason.
+func (r *Roll) Run(ctx context.Context) error {
+	r.defaults()
+	if err := nodeapi.CheckImageRef(r.Image); err != nil {
+		return err
+	}
+	if len(r.Nodes) == 0 {
+		return errors.New("no nodes to roll")
+	}
+	if r.ImageEtcd == "unknown" { // what etcdbox build labels a binary without build info
+		r.ImageEtcd = ""
+	}
+	unlock, err := r.Etcd.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := r.now()
+	if err := r.Etcd.PutTarget(ctx, Target{Image: r.Image, Started: start, By: r.By, Etcd: r.ImageEtcd}); err != nil {
+		return err
+	}
+	r.logf("roll %s over %d nodes", r.Image, len(r.Nodes))
+
+	c, err := r.waitReady(ctx)
+	if err != nil {
+		return err
+	}
+	// The nodes' names come from their status when not given.
+	for i := range r.Nodes {
+		r.Nodes[i].Name = c.Nodes[i].Name
+	}
+	plan, err := r.versionRules(ctx, c)
+	if err != nil {
+		return err
+	}
+	records, err := r.Etcd.Records(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, n.Name)
+	}
+	var done []string
+	for _, name := range Order(names, c.LeaderName()) {
+		if err := r.checkTarget(ctx); err != nil {
+			return err
+		}
+		c, err = r.waitReady(ctx)
+		if err != nil {
+			return fmt.Errorf("before node %s: %w", name, err)
+		}
+		ns, _ := c.Node(name)
+		if rec, ok := findRecord(records, name); ok && rec.State == StateDone && rec.Image == r.Image && rec.To == ns.Status.Slot && ns.Status.Blessed {
+			r.logf("node %s: already on %s (slot %s), skipped", name, r.Image, rec.To)
+			done = append(done, name)
+			continue
+		}
+		if plan.Upgrade && LastMover(plan, etcdVersions(c), name) {
+			if err := pointOfNoReturn(plan, c, name); err != nil {
+				return err
+			}
+			r.logf("node %s: point of no return: it is the last member on etcd %s; once it runs %s the cluster version rises to %s, and rolling back by slot swap is no longer safe (downgrade through etcd's downgrade API)",
+				name, plan.From, plan.To, plan.To)
+		}
+		if name == c.LeaderName() {
+			if err := r.handOver(ctx, c, name, done); err != nil {
+				return err
+			}
+		}
+		if err := r.step(ctx, name); err != nil {
+			return err
+		}
+		done = append(done, name)
+		if r.ImageEtcd == "" {
+			// Learn the image's etcd from the first node that runs it.
+			if c, err := r.Observe(ctx); err == nil {
+				if ns, ok := c.Node(name); ok && ns.Err == nil {
+					r.ImageEtcd = ns.Status.EtcdVersion
+					if plan, err = CheckVersions(etcdVersions(c), r.ImageEtcd); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	c, _ = r.Observe(ctx)
+	r.logf("roll done in %s: %d nodes on %s; cluster version %s", r.now().Sub(start).Round(time.Second), len(done), r.Image, orUnknown(c.ClusterVersion))
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// versionRules applies CheckVersions before any node moves, and starts
+// etcd's downgrade when the image's etcd is a minor lower.
+func (r *Roll) versionRules(ctx context.Context, c Cluster) (VersionPlan, error) {
+	if r.ImageEtcd == "" {
+		r.logf("the image's etcd version is unknown: the version rules are checked once the first node runs it")
+		return VersionPlan{}, nil
+	}
+	plan, err := CheckVersions(etcdVersions(c), r.ImageEtcd)
+	if err != nil {
+		return plan, err
+	}
+	switch {
+	case plan.Upgrade:
+		r.logf("etcd %s -> %s: the cluster version rises after the last member moves", plan.From, plan.To)
+	case plan.Downgrade:
+		cv, err := ParseMinor(c.ClusterVersion)
+		if err != nil || cv != plan.To {
+			r.logf("etcd %s -> %s: enabling etcd's downgrade to %s before any node moves", plan.From, plan.To, plan.To)
+			if err := r.Etcd.Downgrade(ctx, plan.To.String()); err != nil {
+				return plan, err
+			}
+		}
+	}
+	return plan, nil
+}
+
+// pointOfNoReturn checks, before the last member moves to the new minor,
+// that the cluster version has not risen yet: rolling back by slot swap is
+// only safe while it has not.
+func pointOfNoReturn(plan VersionPlan, c Cluster, node string) error {
+	if c.ClusterVersion == "" {
+		return fmt.Errorf("before node %s, the last member to move to etcd %s: the cluster version is unknown", node, plan.To)
+	}
+	cv, err := ParseMinor(c.ClusterVersion)
+	if err != nil {
+		return fmt.Errorf("before node %s: cluster version: %w", node, err)
+	}
+	if cv != plan.From {
+		return fmt.Errorf("before node %s, the last member to move to etcd %s: the cluster version is %s already, want %s", node, plan.To, c.ClusterVersion, plan.From)
+	}
+	return nil
+}
+
+// etcdVersions maps node names to the etcd version they run.
+func etcdVersions(c Cluster) map[string]string {
+	out := map[string]string{}
+	for _, n := range c.Nodes {
+		v := n.Status.EtcdVersion
+		if m, ok := c.member(n); ok && m.Version != "" {
+			v = m.Version
+		}
+		out[n.Name] = v
+	}
+	return out
+}
+
+func findRecord(rs []NodeRecord, name string) (NodeRecord, bool) {
+	i := slices.IndexFunc(rs, func(r NodeRecord) bool { return r.Name == name })
+	if i < 0 {
+		return NodeRecord{}, false
+	}
+	return rs[i], true
+}
+
+// checkTarget stops the roll when its target was deleted or replaced.
+func (r *Roll) checkTarget(ctx context.Context) error {
+	t, ok, err := r.Etcd.Target(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%w: the target %s was deleted", ErrAborted, KeyTarget)
+	case t.Image != r.Image:
+		return fmt.Errorf("%w: the target is now %s", ErrAborted, t.Image)
+	}
+	return nil
+}
+
+// handOver moves leadership off the leader before its step.
+func (r *Roll) handOver(ctx context.Context, c Cluster, leader string, done []string) error {
+	id, name, ok := Transferee(c, leader, done)
+	if !ok {
+		r.logf("node %s: leader, and no other voter to hand leadership to", leader)
+		return nil
+	}
+	i := slices.IndexFunc(r.Nodes, func(n Node) bool { return n.Name == leader })
+	r.logf("node %s: leader; moving leadership to %s", leader, name)
+	if err := r.Etcd.MoveLeader(ctx, r.Nodes[i].EtcdEndpoint, id); err != nil {
+		return fmt.Errorf("node %s: %w", leader, err)
+	}
+	return nil
+}
+
+// step moves one node: snapshot, stage, reboot, wait.
+func (r *Roll) step(ctx context.Context, name string) error {
+	i := slices.IndexFunc(r.Nodes, func(n Node) bool { return n.Name == name })
+	api := r.Nodes[i].API
+	ctx, cancel := context.WithTimeout(ctx, r.NodeTimeout)
+	defer cancel()
+	begin := r.now()
+	rec := NodeRecord{Name: name, Image: r.Image, Started: begin}
+	put := func(state, errText string) {
+		rec.State, rec.Error, rec.Updated = state, errText, r.now()
+		// A record that cannot be written costs the --status view only.
+		if err := r.Etcd.PutRecord(context.WithoutCancel(ctx), rec); err != nil {
+			r.logf("node %s: record: %v", name, err)
+		}
+	}
+	fail := func(state string, err error) error {
+		put(state, err.Error())
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			err = fmt.Errorf("not done within %s: %w", r.NodeTimeout, err)
+		}
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+
+	st, err := api.Status(ctx)
+	if err != nil {
+		return fail(StateFailed, err)
+	}
+	rec.From, rec.To = st.Slot, otherSlot(st.Slot)
+	if rec.To == "" {
+		return fail(StateFailed, fmt.Errorf("booted slot %q: no A/B slots (container mode?)", st.Slot))
+	}
+
+	put(StateSnapshot, "")
+	snap, err := api.Snapshot(ctx)
+	if err != nil {
+		return fail(StateFailed, fmt.Errorf("snapshot: %w", err))
+	}
+	rec.Snapshot = snap.Path
+	r.logf("node %s: snapshot %s (%d bytes, revision %d)", name, snap.Path, snap.Size, snap.Revision)
+
+	put(StateStaging, "")
+	r.logf("node %s: staging %s into slot %s", name, r.Image, rec.To)
+	if err := api.StageUpgrade(ctx, r.Image); err != nil {
+		return fail(StateFailed, fmt.Errorf("stage: %w", err))
+	}
+	if err := r.waitStaged(ctx, api); err != nil {
+		return fail(StateFailed, err)
+	}
+	r.logf("node %s: staged in slot %s after %s; rebooting", name, rec.To, r.now().Sub(begin).Round(time.Second))
+
+	put(StateRebooting, "")
+	rebootAt := r.now()
+	if err := api.Reboot(ctx); err != nil {
+		return fail(StateFailed, fmt.Errorf("reboot: %w", err))
+	}
+	last := ""
+	for {
+		if err := r.sleep(ctx); err != nil {
+			if last != "" {
+				err = fmt.Errorf("%w (last seen: %s)", err, last)
+			}
+			return fail(StateFailed, err)
+		}
+		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := api.Status(sctx)
+		scancel()
+		out, why := Judge(st, err, rec.From, rec.To, rebootAt, r.now())
+		if why != last {
+			r.logf("node %s: %s", name, why)
+			last = why
+		}
+		switch out {
+		case Upgraded:
+			put(StateDone, "")
+			r.logf("node %s: done in %s (etcd %s, image %s)", name, r.now().Sub(begin).Round(time.Second), st.EtcdVersion, st.Version)
+			return nil
+		case RolledBack:
+			put(StateRolledBack, why)
+			return fmt.Errorf("node %s rolled back: %s", name, why)
+		}
+	}
+}
+
+// waitStaged polls the node's upgrade agent until it staged Image.
+func (r *Roll) waitStaged(ctx context.Context, api NodeAPI) error {
+	for {
+		p, err := api.Upgrade(ctx)
+		if err == nil && p.Target == r.Image {
+			switch p.Phase {
+			case nodeapi.PhaseStaged:
+				return nil
+			case nodeapi.PhaseFailed:
+				return fmt.Errorf("staging failed: %s", p.Error)
+			}
+		}
+		if err := r.sleep(ctx); err != nil {
+			return fmt.Errorf("staging: %w", err)
+		}
+	}
+}
+
+func otherSlot(s string) string {
+	switch s {
+	case "a":
+		return "b"
+	case "b":
+		return "a"
+	}
+	return ""
+}
+
+// Status is what `etcdbox upgrade --status` shows: the target and each
+// node's record.
+type Status struct {
+	Target  *Target
+	Records []NodeRecord
+}
+
+// ReadStatus reads the roll's records.
+func ReadStatus(ctx context.Context, e Etcd) (Status, error) {
+	var s Status
+	t, ok, err := e.Target(ctx)
+	if err != nil {
+		return s, err
+	}
+	if ok {
+		s.Target = &t
+	}
+	s.Records, err = e.Records(ctx)
+	return s, err
+}

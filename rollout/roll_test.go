@@ -1,0 +1,338 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+const testImage = "10.88.0.1:5000/etcdbox@sha256:0123456789012345678901234567890123456789012345678901234567890123"
+
+// sim is a cluster of fake nodes and a fake etcd: a node reboots into its
+// staged slot when asked and comes back as its behaviour says.
+type sim struct {
+	mu      sync.Mutex
+	nodes   map[string]*simNode
+	leader  string
+	locked  bool
+	target  *Target
+	records map[string]NodeRecord
+	cv      string
+	events  []string
+	// abortAfter deletes the target after this node is done.
+	abortAfter string
+}
+
+type simNode struct {
+	s        *sim
+	name     string
+	id       uint64
+	slot     string
+	slots    map[string]string
+	etcd     string
+	newEtcd  string
+	staged   string
+	down     int    // status calls that fail after a reboot
+	bad      string // when set, the new slot fails its gate with this reason
+	uptime   time.Duration
+	rollback string
+}
+
+func newSim(etcd string, names ...string) *sim {
+	s := &sim{nodes: map[string]*simNode{}, records: map[string]NodeRecord{}, leader: names[0], cv: etcd}
+	for i, n := range names {
+		s.nodes[n] = &simNode{s: s, name: n, id: uint64(0x100 + i), slot: "a", slots: map[string]string{"a": nodeapi.SlotBlessed, "b": nodeapi.SlotEmpty}, etcd: etcd, newEtcd: etcd, uptime: time.Hour}
+	}
+	return s
+}
+
+func (s *sim) event(format string, args ...any) {
+	s.events = append(s.events, fmt.Sprintf(format, args...))
+}
+
+func (s *sim) roll(names ...string) *Roll {
+	r := &Roll{Image: testImage, Etcd: (*simEtcd)(s), Poll: time.Millisecond, ReadyWait: 50 * time.Millisecond, NodeTimeout: 5 * time.Second}
+	for _, n := range names {
+		r.Nodes = append(r.Nodes, Node{API: s.nodes[n], EtcdEndpoint: "https://" + n + ":2379"})
+	}
+	return r
+}
+
+func (n *simNode) Status(context.Context) (nodeapi.Status, error) {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	if n.down > 0 {
+		n.down--
+		return nodeapi.Status{}, errors.New("connection refused")
+	}
+	st := nodeapi.Status{Name: n.name, Slot: n.slot, Blessed: n.slots[n.slot] == nodeapi.SlotBlessed, EtcdVersion: n.etcd, Uptime: n.uptime,
+		Member: nodeapi.Member{ID: memberID(n.id), Role: nodeapi.RoleVoter, Healthy: true, Leader: n.s.leader == n.name}, LastRollback: n.rollback}
+	for _, name := range []string{"a", "b"} {
+		st.Slots = append(st.Slots, nodeapi.Slot{Name: name, State: n.slots[name]})
+	}
+	return st, nil
+}
+
+func (n *simNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	n.s.event("%s snapshot", n.name)
+	return nodeapi.Snapshot{Path: "/var/lib/etcdbox/backups/etcd-x.db", Size: 1, Revision: 1}, nil
+}
+
+func (n *simNode) StageUpgrade(_ context.Context, image string) error {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	n.s.event("%s stage", n.name)
+	n.staged = image
+	n.slots[otherSlot(n.slot)] = nodeapi.SlotTrying
+	return nil
+}
+
+func (n *simNode) Upgrade(context.Context) (nodeapi.UpgradeProgress, error) {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	return nodeapi.UpgradeProgress{Target: n.staged, Phase: nodeapi.PhaseStaged}, nil
+}
+
+func (n *simNode) Reboot(context.Context) error {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	n.s.event("%s reboot", n.name)
+	if n.s.leader == n.name {
+		n.s.leader = "" // an election follows
+	}
+	n.down, n.uptime = 3, 0
+	to := otherSlot(n.slot)
+	if n.bad != "" {
+		n.slots[to], n.rollback = nodeapi.SlotBad, "slot "+to+": "+n.bad
+		return nil
+	}
+	n.slot, n.slots[to], n.etcd = to, nodeapi.SlotBlessed, n.newEtcd
+	if n.s.leader == "" {
+		n.s.leader = n.name
+	}
+	return nil
+}
+
+// simEtcd is the sim's Etcd.
+type simEtcd sim
+
+func (e *simEtcd) Observe(context.Context, []string) ([]MemberState, uint64, []string, string, error) {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ms []MemberState
+	var leader uint64
+	for _, n := range s.nodes {
+		ms = append(ms, MemberState{ID: n.id, Name: n.name, Healthy: true, Version: n.etcd})
+		if s.leader == n.name {
+			leader = n.id
+		}
+	}
+	return ms, leader, nil, s.cv, nil
+}
+
+func (e *simEtcd) MoveLeader(_ context.Context, ep string, to uint64) error {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !strings.Contains(ep, s.leader) {
+		return fmt.Errorf("%s is not the leader", ep)
+	}
+	for _, n := range s.nodes {
+		if n.id == to {
+			s.event("leader %s -> %s", s.leader, n.name)
+			s.leader = n.name
+		}
+	}
+	return nil
+}
+
+func (e *simEtcd) Downgrade(_ context.Context, minor string) error {
+	(*sim)(e).event("downgrade %s", minor)
+	return nil
+}
+
+func (e *simEtcd) Lock(context.Context) (func(), error) {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locked {
+		return nil, ErrLocked
+	}
+	s.locked = true
+	return func() { s.mu.Lock(); s.locked = false; s.mu.Unlock() }, nil
+}
+
+func (e *simEtcd) PutTarget(_ context.Context, t Target) error {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target = &t
+	return nil
+}
+
+func (e *simEtcd) Target(context.Context) (Target, bool, error) {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.target == nil {
+		return Target{}, false, nil
+	}
+	return *s.target, true, nil
+}
+
+func (e *simEtcd) DeleteTarget(context.Context) error {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target = nil
+	return nil
+}
+
+func (e *simEtcd) PutRecord(_ context.Context, r NodeRecord) error {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records[r.Name] = r
+	if r.State == StateDone && r.Name == s.abortAfter {
+		s.target = nil
+	}
+	// The cluster version rises once every member runs the new minor.
+	all := true
+	for _, n := range s.nodes {
+		all = all && n.etcd == n.newEtcd
+	}
+	if all {
+		s.cv = s.nodes[r.Name].newEtcd
+	}
+	return nil
+}
+
+func (e *simEtcd) Records(context.Context) ([]NodeRecord, error) {
+	s := (*sim)(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []NodeRecord
+	for _, r := range s.records {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func TestRollFollowersFirstLeaderLast(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.leader = "n2"
+	r := s.roll("n1", "n2", "n3")
+	var log []string
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	assert.Equal(t, []string{
+		"n1 snapshot", "n1 stage", "n1 reboot",
+		"n3 snapshot", "n3 stage", "n3 reboot",
+		"leader n2 -> n1",
+		"n2 snapshot", "n2 stage", "n2 reboot",
+	}, s.events)
+	for _, n := range s.nodes {
+		assert.Equal(t, "b", n.slot, n.name)
+		assert.Equal(t, StateDone, s.records[n.name].State, n.name)
+	}
+	assert.False(t, s.locked, "the lock is released")
+	assert.Contains(t, strings.Join(log, "\n"), "node n2: leader; moving leadership to n1")
+
+	// Rolled again, every node is done already.
+	s.events = nil
+	require.NoError(t, s.roll("n1", "n2", "n3").Run(t.Context()))
+	assert.Empty(t, s.events)
+}
+
+func TestRollStopsAtRollback(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.nodes["n2"].bad = "gate failed: not a voting member after 120s"
+	err := s.roll("n1", "n2", "n3").Run(t.Context())
+	require.EqualError(t, err, "node n2 rolled back: slot b: gate failed: not a voting member after 120s")
+	assert.Equal(t, StateRolledBack, s.records["n2"].State)
+	assert.Equal(t, "a", s.nodes["n2"].slot)
+	assert.NotContains(t, s.events, "n3 stage", "the roll stops at the first rollback")
+	assert.Contains(t, s.events, "n2 reboot")
+}
+
+func TestRollRefuses(t *testing.T) {
+	t.Run("locked", func(t *testing.T) {
+		s := newSim("3.7.3", "n1")
+		s.locked = true
+		require.ErrorIs(t, s.roll("n1").Run(t.Context()), ErrLocked)
+	})
+	t.Run("not ready", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2")
+		s.nodes["n2"].slots["a"] = nodeapi.SlotTrying
+		err := s.roll("n1", "n2").Run(t.Context())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.Contains(t, err.Error(), "node n2: slot a is not blessed yet")
+		assert.Empty(t, s.events)
+	})
+	t.Run("a node left out", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2")
+		err := s.roll("n1").Run(t.Context())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.Contains(t, err.Error(), "member n2: no node of this roll runs it")
+	})
+	t.Run("skipped minor", func(t *testing.T) {
+		s := newSim("3.5.21", "n1")
+		r := s.roll("n1")
+		r.ImageEtcd = "3.7.3"
+		require.ErrorIs(t, r.Run(t.Context()), ErrVersion)
+		assert.Empty(t, s.events)
+	})
+	t.Run("not pinned", func(t *testing.T) {
+		s := newSim("3.7.3", "n1")
+		r := s.roll("n1")
+		r.Image = "10.88.0.1:5000/etcdbox:v2"
+		assert.ErrorContains(t, r.Run(t.Context()), "no digest")
+	})
+}
+
+func TestRollAbort(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.abortAfter = "n2"
+	err := s.roll("n1", "n2", "n3").Run(t.Context())
+	require.ErrorIs(t, err, ErrAborted)
+	assert.Equal(t, []string{"n2 snapshot", "n2 stage", "n2 reboot"}, s.events)
+}
+
+func TestRollAcrossAMinor(t *testing.T) {
+	s := newSim("3.6.16", "n1", "n2", "n3")
+	for _, n := range s.nodes {
+		n.newEtcd = "3.7.3"
+	}
+	r := s.roll("n1", "n2", "n3")
+	r.ImageEtcd = "3.7.3"
+	var log []string
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	i := slices.IndexFunc(log, func(l string) bool { return strings.Contains(l, "point of no return") })
+	require.GreaterOrEqual(t, i, 0, strings.Join(log, "\n"))
+	assert.True(t, strings.HasPrefix(log[i], "node n1: point of no return: it is the last member on etcd 3.6"), log[i])
+	assert.Equal(t, "3.7.3", s.cv)
+	assert.Contains(t, log[len(log)-1], "cluster version 3.7.3")
+}
+
+func TestRollDowngradeEnablesFirst(t *testing.T) {
+	s := newSim("3.7.3", "n1")
+	s.nodes["n1"].newEtcd = "3.6.16"
+	r := s.roll("n1")
+	r.ImageEtcd = "3.6.16"
+	require.NoError(t, r.Run(t.Context()))
+	assert.Equal(t, "downgrade 3.6", s.events[0])
+}
