@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -120,6 +121,16 @@ func (q *QMP) watch(ctx context.Context) (stop func()) {
 
 // ctxErr prefers ctx's error over the I/O timeout it caused.
 func ctxErr(ctx context.Context, err error) error {
+	// The connection's deadline is ctx's, and the socket can time out a
+	// moment before ctx's own timer marks it done: give ctx that moment.
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
