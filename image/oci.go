@@ -74,13 +74,20 @@ func writeLayer(ctx context.Context, w io.Writer, t *tree, epoch int64) error {
 }
 
 // ociImage returns the OCI image of cfg: one layer holding the container
-// root t plus /boot/vmlinuz and /boot/initrd (what the upgrade agent
-// stages into a slot), /init as the entrypoint.
+// root t plus /boot/vmlinuz, /boot/initrd and /boot/cmdline (what the
+// upgrade agent stages into a slot), /init as the entrypoint.
+//
+// /boot/cmdline holds cfg.Cmdline, the image's extra kernel command-line
+// arguments, on one line ending in a newline; it is empty when there are
+// none, and always present, so the layer lists the same files either way.
 func ociImage(ctx context.Context, cfg Config, t *tree, initrd []byte) (v1.Image, error) {
 	if err := t.file("boot/vmlinuz", cfg.Kernel, 0o644); err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", cfg.Kernel, err)
 	}
 	if err := t.bytes("boot/initrd", initrd, 0o644); err != nil {
+		return nil, err
+	}
+	if err := t.bytes("boot/cmdline", cmdlineFile(cfg.Cmdline), 0o644); err != nil {
 		return nil, err
 	}
 	var gz bytes.Buffer
@@ -119,6 +126,16 @@ func ociImage(ctx context.Context, cfg Config, t *tree, initrd []byte) (v1.Image
 	}
 	img = mutate.MediaType(img, types.OCIManifestSchema1)
 	return mutate.ConfigMediaType(img, types.OCIConfigJSON), nil
+}
+
+// cmdlineFile is the content of /boot/cmdline for the extras: the
+// arguments separated by single spaces, then a newline; empty for none.
+func cmdlineFile(extras string) []byte {
+	f := strings.Join(strings.Fields(extras), " ")
+	if f == "" {
+		return nil
+	}
+	return []byte(f + "\n")
 }
 
 // refName is the name an OCI tarball or layout records for the image: the

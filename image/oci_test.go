@@ -77,6 +77,7 @@ func checkImage(t *testing.T, img v1.Image) {
 		assert.True(t, bytes.Equal(want, files[p]), "%s (%d bytes) differs from %s (%d bytes)", p, len(files[p]), src, len(want))
 	}
 	assert.True(t, bytes.Equal(initrdBytes(t), files["/boot/initrd"]), "/boot/initrd differs from the initrd")
+	assert.Equal(t, cfg.Cmdline+"\n", string(files["/boot/cmdline"]), "/boot/cmdline carries the image's extras")
 	assert.Contains(t, files, "/usr/sbin/mke2fs")
 	assert.Contains(t, files, "/etc/etcdbox/release")
 }
@@ -162,4 +163,15 @@ func TestOCIReproducible(t *testing.T) {
 		outs = append(outs, cfg.Output)
 	}
 	assert.Equal(t, fileDigest(t, outs[0]), fileDigest(t, outs[1]), "two OCI tarballs of the same inputs differ")
+}
+
+func TestCmdlineFile(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                           "",
+		"  \t ":                      "",
+		"etcdbox.debug=1":            "etcdbox.debug=1\n",
+		" rdinit=/x   quiet\tfoo=1 ": "rdinit=/x quiet foo=1\n",
+	} {
+		assert.Equal(t, want, string(cmdlineFile(in)), "%q", in)
+	}
 }

@@ -248,17 +248,54 @@ func (a *apiNode) stage(ref string) error {
 	if err := n.esp.Remove(failedRecord(target)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", failedRecord(target), err)
 	}
+	// The new slot boots with the booted slot's command line (Stage sets
+	// its etcdbox.slot) less the extras the booted slot's image brought,
+	// plus the new image's extras; those are recorded next to the slot
+	// for the upgrade after this one.
+	prev, err := n.esp.ReadFile(cmdlineRecord(booted))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", cmdlineRecord(booted), err)
+	}
+	options := slotOptions(cur.Entry.Options, string(prev), boot.Cmdline)
+	if err := n.esp.WriteFile(cmdlineRecord(target), strings.NewReader(boot.Cmdline+"\n")); err != nil {
+		return fmt.Errorf("write %s: %w", cmdlineRecord(target), err)
+	}
 	e, err := slot.Stage(n.esp, target, slot.Update{
 		Kernel:  bytes.NewReader(boot.Kernel),
 		Initrd:  bytes.NewReader(boot.Initrd),
-		Options: cur.Entry.Options,
+		Options: options,
 		Tries:   n.seed.Upgrade.Tries,
 	})
 	if err != nil {
 		return err
 	}
-	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d)", boot.Digest, target, e.File, e.Generation)
+	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d, options %q)", boot.Digest, target, e.File, e.Generation, e.Options)
 	return nil
+}
+
+// cmdlineRecord is the ESP file where stage keeps the kernel command-line
+// extras the image staged in slot brought (upgrade.Boot.Cmdline), so that
+// the next upgrade, booted from that slot, can leave them out.
+func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
+
+// slotOptions is the kernel command line of a slot being staged: the
+// booted entry's options without the extras the booted slot's own image
+// added (prev, from its cmdlineRecord; each argument removed once, the
+// last occurrence), then the new image's extras. Slot images built
+// before images carried extras, and the raw image's first slot, have no
+// record: their options are kept whole. The staged slot's etcdbox.slot is
+// set by slot.Stage, which also insists on a non-zero panic=.
+func slotOptions(booted, prev, extras string) string {
+	fields := strings.Fields(booted)
+	for _, p := range strings.Fields(prev) {
+		for i := len(fields) - 1; i >= 0; i-- {
+			if fields[i] == p {
+				fields = append(fields[:i], fields[i+1:]...)
+				break
+			}
+		}
+	}
+	return strings.Join(append(fields, strings.Fields(extras)...), " ")
 }
 
 // backupsDir is where snapshots are kept, on DATA next to etcd's data.

@@ -3,7 +3,9 @@
 // to the slot writer.
 //
 // The image is the one `etcdbox build --format oci` makes: a single layer
-// whose files include /boot/vmlinuz and /boot/initrd. Only a reference
+// whose files include /boot/vmlinuz and /boot/initrd, and /boot/cmdline,
+// the image's extra kernel command-line arguments (images built before it
+// existed have none). Only a reference
 // pinned by digest is accepted, so what is staged is exactly what was
 // asked for; go-containerregistry verifies every blob it reads against
 // its digest.
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -24,9 +27,13 @@ import (
 
 // Boot files inside the image.
 const (
-	KernelPath = "boot/vmlinuz"
-	InitrdPath = "boot/initrd"
+	KernelPath  = "boot/vmlinuz"
+	InitrdPath  = "boot/initrd"
+	CmdlinePath = "boot/cmdline"
 )
+
+// maxCmdline bounds /boot/cmdline; the kernel takes 2 KiB on x86 anyway.
+const maxCmdline = 4096
 
 // maxBootFile bounds what the agent reads for one boot file, so a hostile
 // image cannot fill the ESP or memory.
@@ -40,6 +47,10 @@ type Boot struct {
 	Digest string // the manifest digest that was pulled
 	Kernel []byte
 	Initrd []byte
+	// Cmdline is the image's extra kernel command-line arguments, from
+	// /boot/cmdline, separated by single spaces; empty when the image has
+	// none or predates the file.
+	Cmdline string
 }
 
 // Options configure Fetch.
@@ -112,6 +123,13 @@ func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
 	case len(b.Initrd) == 0:
 		return nil, fmt.Errorf("image %s: no /%s: not an etcdbox image", ref, InitrdPath)
 	}
+	if strings.ContainsFunc(b.Cmdline, func(r rune) bool { return r < ' ' && r != '\t' && r != '\n' || r == 0x7f }) {
+		return nil, fmt.Errorf("image %s: /%s holds control characters", ref, CmdlinePath)
+	}
+	if strings.Contains(strings.TrimRight(b.Cmdline, "\n"), "\n") {
+		return nil, fmt.Errorf("image %s: /%s is more than one line", ref, CmdlinePath)
+	}
+	b.Cmdline = strings.Join(strings.Fields(b.Cmdline), " ")
 	return b, nil
 }
 
@@ -126,24 +144,31 @@ func scanLayer(r io.Reader, b *Boot) error {
 			return err
 		}
 		var dst *[]byte
+		limit := int64(maxBootFile)
+		var cmdline []byte
 		switch path.Clean("/" + h.Name) {
 		case "/" + KernelPath:
 			dst = &b.Kernel
 		case "/" + InitrdPath:
 			dst = &b.Initrd
+		case "/" + CmdlinePath:
+			dst, limit = &cmdline, maxCmdline
 		default:
 			continue
 		}
 		if h.Typeflag != tar.TypeReg {
 			return fmt.Errorf("/%s is not a regular file", h.Name)
 		}
-		if h.Size > maxBootFile {
-			return fmt.Errorf("/%s is %d bytes, more than %d", h.Name, h.Size, maxBootFile)
+		if h.Size > limit {
+			return fmt.Errorf("/%s is %d bytes, more than %d", h.Name, h.Size, limit)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxBootFile+1))
+		data, err := io.ReadAll(io.LimitReader(tr, limit+1))
 		if err != nil {
 			return fmt.Errorf("read /%s: %w", h.Name, err)
 		}
 		*dst = data
+		if dst == &cmdline {
+			b.Cmdline = string(cmdline)
+		}
 	}
 }

@@ -50,6 +50,7 @@ func TestFetchBuiltImage(t *testing.T) {
 	assert.True(t, bytes.Equal(want, b.Kernel), "kernel bytes differ")
 	assert.Greater(t, len(b.Initrd), 1<<20)
 	assert.Equal(t, []byte{0x1f, 0x8b}, b.Initrd[:2], "initrd is gzip")
+	assert.Empty(t, b.Cmdline, "an image built without extras")
 }
 
 func pushLayer(t *testing.T, host string, files map[string]string) string {
@@ -82,6 +83,9 @@ func TestFetchBadInput(t *testing.T) {
 	ok := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i"})
 	noKernel := pushLayer(t, host, map[string]string{"boot/initrd": "i"})
 	noInitrd := pushLayer(t, host, map[string]string{"./boot/vmlinuz": "k"})
+	twoLines := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": "a=1\nb=2\n"})
+	control := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": "a=\x1b[2J\n"})
+	huge := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": strings.Repeat("x", maxCmdline+1)})
 	tests := []struct {
 		name, ref, want string
 	}{
@@ -90,6 +94,9 @@ func TestFetchBadInput(t *testing.T) {
 		{"unknown digest", host + "/x@sha256:" + strings.Repeat("0", 64), "pull"},
 		{"no kernel", noKernel, "no /boot/vmlinuz"},
 		{"no initrd", noInitrd, "no /boot/initrd"},
+		{"two-line cmdline", twoLines, "more than one line"},
+		{"control characters in cmdline", control, "control characters"},
+		{"huge cmdline", huge, "more than 4096"},
 		{"unreachable registry", "127.0.0.1:1/x@sha256:" + strings.Repeat("a", 64), "127.0.0.1:1"},
 	}
 	for _, tt := range tests {
@@ -103,4 +110,28 @@ func TestFetchBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "k", string(b.Kernel))
 	assert.Equal(t, "i", string(b.Initrd))
+	assert.Empty(t, b.Cmdline, "an image without /boot/cmdline (older builds)")
+
+	withExtras := pushLayer(t, host, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": "  rdinit=/x\tquiet \n"})
+	b, err = Fetch(context.Background(), withExtras, Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, "rdinit=/x quiet", b.Cmdline)
+}
+
+// TestFetchCmdline checks that an image built with command-line extras
+// hands them to the agent.
+func TestFetchCmdline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an OCI image")
+	}
+	host := registryHost(t)
+	vmlinuz, modules := testenv.Kernel(t)
+	res, err := image.Build(context.Background(), image.Config{
+		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
+		Format: image.FormatOCI, Push: host + "/etcdbox:v3", Cmdline: "rdinit=/nonexistent  etcdbox.debug=1",
+	})
+	require.NoError(t, err)
+	b, err := Fetch(context.Background(), host+"/etcdbox@"+res.Digest, Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, "rdinit=/nonexistent etcdbox.debug=1", b.Cmdline)
 }

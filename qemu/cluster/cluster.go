@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/pki"
@@ -73,6 +74,22 @@ type Config struct {
 	Accel string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// Upgrade overrides the seed's upgrade settings (tries, settle and
+	// gate seconds; zero fields keep the local defaults, see seed.go). The
+	// seed is written once, by the Up or Add that creates the cluster
+	// directory; later calls do not change it.
+	Upgrade Upgrade
+}
+
+// Upgrade are the upgrade settings of a local cluster's seed
+// (discovery.Upgrade); a zero field keeps the default.
+type Upgrade struct {
+	// Tries is how often systemd-boot tries a new slot (default 3).
+	Tries int
+	// Settle is how long a new slot must stay healthy before it is
+	// blessed, Gate how long it may take at most (defaults 15s and
+	// 180s); whole seconds.
+	Settle, Gate time.Duration
 }
 
 // State is D/state.json: what Up and Add set up, read by the other verbs

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
@@ -17,6 +18,30 @@ import (
 // issues its own certificates). It names no node: each takes its name from
 // its DHCP host name, so one seed volume serves all of them.
 func seed(pkiDir, domain string, initialSize int) ([]byte, error) {
+	return seedWith(pkiDir, domain, initialSize, Upgrade{})
+}
+
+// Defaults of a local cluster's upgrade settings: the gate is kept short,
+// local clusters are for trying things out and for tests.
+const (
+	defaultSettle = 15 * time.Second
+	defaultGate   = 180 * time.Second
+)
+
+// seedWith is seed with the upgrade settings up (zero fields: defaults).
+func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error) {
+	if up.Tries < 0 || up.Settle < 0 || up.Gate < 0 {
+		return nil, fmt.Errorf("seed: negative upgrade setting %+v", up)
+	}
+	if up.Settle == 0 {
+		up.Settle = defaultSettle
+	}
+	if up.Gate == 0 {
+		up.Gate = defaultGate
+	}
+	if up.Settle%time.Second != 0 || up.Gate%time.Second != 0 {
+		return nil, fmt.Errorf("seed: upgrade settle %s and gate %s must be whole seconds", up.Settle, up.Gate)
+	}
 	ca, err := pki.LoadCAFiles(pkiDir)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
@@ -30,9 +55,13 @@ func seed(pkiDir, domain string, initialSize int) ([]byte, error) {
 		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
 		PKI:       discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
 		// Upgrades come from the network daemon's registry (registry.go),
-		// plain HTTP on the gateway. The gate is kept short: local
-		// clusters are for trying things out and for tests.
-		Upgrade: discovery.Upgrade{InsecureRegistries: []string{GuestRegistry()}, SettleSeconds: 15, GateSeconds: 180},
+		// plain HTTP on the gateway.
+		Upgrade: discovery.Upgrade{
+			InsecureRegistries: []string{GuestRegistry()},
+			Tries:              up.Tries,
+			SettleSeconds:      int(up.Settle / time.Second),
+			GateSeconds:        int(up.Gate / time.Second),
+		},
 	}
 	b, err := s.Marshal()
 	if err != nil {
@@ -50,7 +79,7 @@ func (c *Cluster) ensureSeed() (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	data, err := seed(c.PKIDir(), c.st.Domain, c.st.InitialSize)
+	data, err := seedWith(c.PKIDir(), c.st.Domain, c.st.InitialSize, c.cfg.Upgrade)
 	if err != nil {
 		return "", err
 	}
