@@ -39,7 +39,7 @@ func prepareDisk(ctx context.Context, c Config) (disk, error) {
 		}
 	default:
 		d = disk{"disk." + format, format}
-		if err := copySparse(filepath.Join(c.Dir, d.file), c.Image); err != nil {
+		if err := CopySparse(filepath.Join(c.Dir, d.file), c.Image); err != nil {
 			return disk{}, err
 		}
 	}
@@ -128,9 +128,9 @@ func qemuImg(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// copySparse copies src to dst (through a temporary file) leaving holes
+// CopySparse copies src to dst (through a temporary file) leaving holes
 // where src has zero blocks: an image is mostly zeros.
-func copySparse(dst, src string) (err error) {
+func CopySparse(dst, src string) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("open image: %w", err)

@@ -30,7 +30,7 @@ func sparseImage(t *testing.T) string {
 func TestCopySparse(t *testing.T) {
 	src := sparseImage(t)
 	dst := filepath.Join(t.TempDir(), "disk.raw")
-	require.NoError(t, copySparse(dst, src))
+	require.NoError(t, CopySparse(dst, src))
 	want, err := os.ReadFile(src)
 	require.NoError(t, err)
 	got, err := os.ReadFile(dst)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/etcdbox/etcdbox/qemu"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -199,7 +200,7 @@ func TestCopySparse(t *testing.T) {
 	data[len(data)-1] = 1
 	require.NoError(t, os.WriteFile(src, data, 0o644))
 	dst := filepath.Join(dir, "dst")
-	require.NoError(t, copySparse(dst, src))
+	require.NoError(t, qemu.CopySparse(dst, src))
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)
 	assert.Equal(t, data, got)

@@ -1,11 +1,11 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/etcdbox/etcdbox/qemu"
 )
 
 // BaseImage is the cluster's own reference to the image its nodes boot
@@ -34,7 +34,7 @@ func pinImage(src, dir string) (string, error) {
 	tmp := dst + ".tmp"
 	os.Remove(tmp)
 	if err := os.Link(src, tmp); err != nil {
-		if err := copySparse(tmp, src); err != nil {
+		if err := qemu.CopySparse(tmp, src); err != nil {
 			os.Remove(tmp)
 			return "", fmt.Errorf("copy image %s to %s: %w", src, dst, err)
 		}
@@ -43,56 +43,4 @@ func pinImage(src, dir string) (string, error) {
 		return "", err
 	}
 	return dst, nil
-}
-
-// copySparse copies src to dst, leaving holes for zero blocks: an image
-// is mostly zeros.
-func copySparse(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	var size int64
-	for {
-		n, rerr := io.ReadFull(in, buf)
-		if n > 0 {
-			if isZero(buf[:n]) {
-				_, err = out.Seek(int64(n), io.SeekCurrent)
-			} else {
-				_, err = out.Write(buf[:n])
-			}
-			if err != nil {
-				out.Close()
-				return err
-			}
-			size += int64(n)
-		}
-		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
-			break
-		}
-		if rerr != nil {
-			out.Close()
-			return rerr
-		}
-	}
-	if err := out.Truncate(size); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
