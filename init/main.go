@@ -3,12 +3,20 @@
 //
 //	mount /proc /sys /dev /run cgroup2; log to kmsg and the console
 //	load kernel modules (coldplug by modalias)
-//	arm the hardware watchdog
+//	arm the hardware watchdog; listen for the power button
+//	mount the ESP (the A/B slots)
 //	find DATA, grow and format it on first boot, e2fsck -p, mount it
 //	read the seed; set the hostname; bring up the network
 //	issue this node's certificates from the seed's CA
-//	start etcd as a supervised child; print "etcdbox: etcd ready"
-//	on power button or SIGTERM: stop etcd, sync, unmount, power off
+//	find the peers and decide: restart, bootstrap, join as a learner or
+//	wait (lifecycle.go); start etcd as a supervised child; print
+//	"etcdbox: etcd ready"; serve the node API; on a new slot, run the
+//	health gate (gate.go)
+//	on power button, SIGTERM or an API reboot: stop etcd, sync, unmount,
+//	power off or reboot
+//
+// A new slot that fails (the gate, or a fatal init error while on
+// probation) is marked bad and the node reboots into the old one.
 //
 // In container mode (not PID 1, or --container) the kernel-facing steps are
 // skipped and the seed comes from a file.
