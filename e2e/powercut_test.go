@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+// Deadlines of TestPowerCutDuringStaging under software emulation.
+const (
+	// cutDeadline bounds the staging until the agent writes the slot.
+	cutDeadline = time.Minute
+	// cutPoll is the polling interval of the agent's phase before the
+	// cut: short, so that the cut lands inside the write.
+	cutPoll = 50 * time.Millisecond
+	// resumeDeadline bounds a boot of the node's own disk after the cut
+	// until it is a healthy voter again.
+	resumeDeadline = 3 * time.Minute
+	// upgradeBootDeadline bounds the reboot into the staged slot until it
+	// is healthy and blessed (the gate's settle time included).
+	upgradeBootDeadline = 3 * time.Minute
+)
+
+// TestPowerCutDuringStaging cuts the power (QMP quit) of a node while its
+// agent writes v2 into the inactive slot, boots the node again on the same
+// disk, and checks that it comes back on its old slot with the new one not
+// bootable; then it stages v2 again, reboots, and checks that the node
+// ends on the new slot, blessed.
+func TestPowerCutDuringStaging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("QEMU tier: runs in make test, not in go test -short")
+	}
+	dir := t.TempDir()
+	initBin := buildInit(t)
+	v1img, v2 := filepath.Join(dir, "v1.img"), filepath.Join(dir, "v2.tar")
+	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
+	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
+
+	code, vars := testenv.OVMF(t)
+	cdir := filepath.Join(dir, "c")
+	ctx, cancel := context.WithTimeout(context.Background(), clusterDeadline)
+	c, err := cluster.Up(ctx, cluster.Config{
+		Dir: cdir, Image: v1img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 768, Log: t.Logf,
+		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute},
+	}, 1)
+	cancel()
+	// cur is the cluster that started the VMs last: the one to bring down
+	// when the test ends (an older one would stop the network, not them).
+	cur := c
+	if c != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				for _, node := range cur.Nodes() {
+					if vm, err := cur.VM(node.Name); err == nil {
+						t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := cur.Down(ctx, 30*time.Second); err != nil {
+				t.Errorf("down: %v", err)
+			}
+		})
+	}
+	require.NoError(t, err)
+	require.Len(t, c.Nodes(), 1)
+	node := c.Nodes()[0]
+	vm, err := c.VM(node.Name)
+	require.NoError(t, err)
+	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(node.APIPort), c.PKIDir())
+	require.NoError(t, err)
+	t.Cleanup(api.Close)
+
+	st, err := api.Status(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "a", st.Slot)
+	require.True(t, st.Blessed, "the first slot is blessed")
+	require.Equal(t, "e2e-v1", st.Version)
+
+	// Stage v2 and cut the power while the agent writes the slot.
+	ref := pushImage(t, c, v2)
+	require.NoError(t, api.StageUpgrade(t.Context(), ref))
+	staging := time.Now()
+	var seen []string
+	for {
+		p, err := api.Upgrade(t.Context())
+		require.NoError(t, err)
+		if len(seen) == 0 || seen[len(seen)-1] != p.Phase {
+			seen = append(seen, p.Phase)
+		}
+		if p.Target == ref && p.Phase == nodeapi.PhaseWriting {
+			break
+		}
+		require.NotContains(t, []string{nodeapi.PhaseStaged, nodeapi.PhaseFailed}, p.Phase,
+			"staging ended before the cut (phases %v): %s", seen, p.Error)
+		require.True(t, time.Now().Before(staging.Add(cutDeadline)), "not writing after %s (phases %v)", cutDeadline, seen)
+		time.Sleep(cutPoll) // polling interval, bounded by cutDeadline
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	require.NoError(t, vm.Quit(ctx))
+	require.NoError(t, vm.Wait(ctx))
+	cancel()
+	t.Logf("power cut %s after staging began, in phase %q (phases seen %v)",
+		time.Since(staging).Round(time.Millisecond), nodeapi.PhaseWriting, seen)
+	// The agent logs each phase, and the end of the write, on the console.
+	console := vm.Console()
+	assert.Contains(t, console, "upgrade "+ref+": "+nodeapi.PhaseWriting, "the agent was writing")
+	assert.NotContains(t, console, "staged in slot", "the cut came before the slot was staged")
+
+	// Boot the node again on its disk: Up resumes the cluster's nodes
+	// (the network and its registry still run in this process).
+	ctx, cancel = context.WithTimeout(t.Context(), resumeDeadline)
+	defer cancel()
+	c, err = cluster.Up(ctx, cluster.Config{Dir: cdir, Log: t.Logf}, 0)
+	if c != nil {
+		cur = c
+	}
+	require.NoError(t, err)
+	node, ok := c.Node(node.Name)
+	require.True(t, ok)
+	vm, err = c.VM(node.Name)
+	require.NoError(t, err)
+	m, err := vm.WaitConsole(ctx, 0, "Command line: ")
+	require.NoError(t, err)
+	assert.Contains(t, m.Line, "etcdbox.slot=a", "after the cut the firmware boots the old slot")
+	api2, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(node.APIPort), c.PKIDir())
+	require.NoError(t, err)
+	t.Cleanup(api2.Close)
+	api = api2
+	st = waitHealthy(ctx, t, api)
+	assert.Equal(t, "a", st.Slot, "back on the old slot")
+	assert.True(t, st.Blessed, "the old slot is still blessed")
+	assert.Equal(t, "e2e-v1", st.Version)
+	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "a"), "%+v", st.Slots)
+	assert.Contains(t, []string{"", nodeapi.SlotEmpty}, slotState(st, "b"), "the half-written slot is not bootable: %+v", st.Slots)
+	t.Logf("after the cut: slot %s, version %s, slots %+v, agent %+v", st.Slot, st.Version, st.Slots, st.Upgrade)
+
+	// The retried upgrade succeeds.
+	retry := time.Now()
+	stageAndWait(t, api, ref)
+	t.Logf("retried staging done after %s", time.Since(retry).Round(time.Second))
+	st, err = api.Status(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.SlotTrying, slotState(st, "b"), "slot b waits for its try: %+v", st.Slots)
+	mark := vm.Mark()
+	require.NoError(t, api.Reboot(t.Context()))
+	ctx, cancel = context.WithTimeout(t.Context(), upgradeBootDeadline)
+	defer cancel()
+	m, err = vm.WaitConsole(ctx, mark, "Command line: ")
+	require.NoError(t, err)
+	require.Contains(t, m.Line, "etcdbox.slot=b", "the reboot tries the new slot")
+	st = waitBlessed(ctx, t, api, "b")
+	assert.Equal(t, "e2e-v2", st.Version)
+	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "b"), "%+v", st.Slots)
+	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "a"), "the old slot stays the fallback: %+v", st.Slots)
+	t.Logf("after the retry: slot %s, version %s, slots %+v, %s after the retry began",
+		st.Slot, st.Version, st.Slots, time.Since(retry).Round(time.Second))
+}
+
+// waitBlessed polls the node API until the node runs on slot, blessed, as
+// a healthy voter, and returns that status.
+func waitBlessed(ctx context.Context, t *testing.T, api *nodeapi.Client, slot string) nodeapi.Status {
+	t.Helper()
+	for {
+		st, err := api.Status(ctx)
+		if err == nil && st.Slot == slot && st.Blessed && st.Member.Healthy && st.Member.Role == nodeapi.RoleVoter {
+			return st
+		}
+		if ctx.Err() != nil {
+			require.FailNow(t, "node not blessed on slot "+slot+" in time", "last status %+v, error %v", st, err)
+		}
+		time.Sleep(500 * time.Millisecond) // polling interval, bounded by ctx
+	}
+}
