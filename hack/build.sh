@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build.sh writes bin/etcdbox (the CLI), bin/init (static, linux/amd64),
-# bin/init-testhooks (for e2e tests), bin/etcd and bin/etcdctl (upstream, from the modules pinned in go.mod).
+# bin/init-testhooks (for e2e tests), bin/etcd and bin/etcdctl (upstream, from the modules pinned in go.mod),
+# and bin/etcd-$(cat hack/etcd-previous) (the previous minor, from a scratch module).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
@@ -17,3 +18,5 @@ for tool in etcd:go.etcd.io/etcd/server/v3 etcdctl:go.etcd.io/etcd/etcdctl/v3; d
 		GOOS=linux GOARCH=amd64 go build -trimpath -o "bin/$name" "$pkg"
 	fi
 done
+# The previous etcd minor, for the e2e roll across minors (3.6 -> 3.7 -> 3.6).
+hack/etcd-version.sh "$(cat hack/etcd-previous)"

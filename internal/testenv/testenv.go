@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -87,4 +88,16 @@ func OVMF(tb testing.TB) (code, vars string) {
 	d := filepath.Join(Sysroot(tb), "usr/share/OVMF")
 	return File(tb, filepath.Join(d, "OVMF_CODE_4M.fd"), "run hack/deps.sh"),
 		File(tb, filepath.Join(d, "OVMF_VARS_4M.fd"), "run hack/deps.sh")
+}
+
+// PreviousEtcd returns the previous etcd minor's version (hack/etcd-previous)
+// and its binary, which `make build` writes to bin/etcd-VERSION.
+func PreviousEtcd(tb testing.TB) (version, bin string) {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(Root(tb), "hack", "etcd-previous"))
+	if err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+	version = strings.TrimSpace(string(b))
+	return version, Bin(tb, "etcd-"+version)
 }

@@ -1,0 +1,231 @@
+// Package kvwriter runs a continuous writer against an etcd cluster and
+// records its history, so that a test or a benchmark can check that no
+// acknowledged write was lost (with porcupine) and report the longest time
+// without an acknowledged write.
+//
+// Each worker puts increasing values to its own key through its own
+// endpoint (failing over to the others, as a client of the cluster does)
+// and reads the next worker's key. A put that fails may still take effect
+// at any later time, so it is recorded as unknown with no return time.
+package kvwriter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"crypto/tls"
+	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Prefix is where the workers' keys live.
+const Prefix = "/etcdbox-kvwriter/"
+
+// opTimeout bounds one put or get.
+const opTimeout = 5 * time.Second
+
+// Input is one operation of the history.
+type Input struct {
+	Put   bool
+	Key   string
+	Value int
+}
+
+// Output is its result; Unknown means the put failed and may or may not
+// have taken effect.
+type Output struct {
+	Value   int
+	Unknown bool
+}
+
+// Model is a map of registers, each key checked on its own.
+var Model porcupine.Model
+
+var nondet = &porcupine.NondeterministicModel{
+	Init: func() []any { return []any{map[string]int{}} },
+	Step: func(state, input, output any) []any {
+		st, in, out := state.(map[string]int), input.(Input), output.(Output)
+		if !in.Put {
+			if st[in.Key] == out.Value {
+				return []any{st}
+			}
+			return nil
+		}
+		next := make(map[string]int, len(st)+1)
+		for k, v := range st {
+			next[k] = v
+		}
+		next[in.Key] = in.Value
+		if out.Unknown {
+			return []any{st, next}
+		}
+		return []any{next}
+	},
+	Equal: func(a, b any) bool {
+		x, y := a.(map[string]int), b.(map[string]int)
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if y[k] != v {
+				return false
+			}
+		}
+		return true
+	},
+}
+
+func init() {
+	Model = nondet.ToModel()
+	Model.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		for _, op := range h {
+			k := op.Input.(Input).Key
+			by[k] = append(by[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(by))
+		for _, ops := range by {
+			out = append(out, ops)
+		}
+		return out
+	}
+}
+
+// Writer is a running writer; Stop ends it.
+type Writer struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	start  time.Time
+	cli    []*clientv3.Client
+
+	mu      sync.Mutex
+	hist    []porcupine.Operation
+	lastAck time.Time
+	gap     time.Duration
+}
+
+// Result is what a stopped writer saw.
+type Result struct {
+	History []porcupine.Operation
+	// Acked is the number of acknowledged puts.
+	Acked int
+	// Gap is the longest time without an acknowledged put.
+	Gap time.Duration
+}
+
+// Start starts one worker per endpoint.
+func Start(endpoints []string, tc *tls.Config) (*Writer, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("kvwriter: no endpoints")
+	}
+	w := &Writer{start: time.Now()}
+	w.lastAck = w.start
+	for i := range endpoints {
+		order := append(append([]string{}, endpoints[i:]...), endpoints[:i]...)
+		cli, err := clientv3.New(clientv3.Config{Endpoints: order, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			for _, c := range w.cli {
+				c.Close()
+			}
+			return nil, fmt.Errorf("kvwriter: client of %s: %w", endpoints[i], err)
+		}
+		w.cli = append(w.cli, cli)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	for i, cli := range w.cli {
+		key, other := key(i), key((i+1)%len(w.cli))
+		w.wg.Go(func() { w.work(ctx, i, cli, key, other) })
+	}
+	return w, nil
+}
+
+func key(i int) string { return Prefix + strconv.Itoa(i) }
+
+func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
+
+func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, other string) {
+	for v := 1; ctx.Err() == nil; v++ {
+		call := w.now()
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		_, err := cli.Put(octx, key, strconv.Itoa(v))
+		cancel()
+		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
+		if err != nil {
+			// It may still take effect, at any later time.
+			op.Output, op.Return = Output{Unknown: true}, math.MaxInt64
+		} else {
+			op.Output, op.Return = Output{Value: v}, w.now()
+		}
+		w.record(op, err == nil)
+
+		call = w.now()
+		octx, cancel = context.WithTimeout(ctx, opTimeout)
+		r, err := cli.Get(octx, other)
+		cancel()
+		if err == nil {
+			got := 0
+			if len(r.Kvs) > 0 {
+				got, _ = strconv.Atoi(string(r.Kvs[0].Value))
+			}
+			w.record(porcupine.Operation{ClientId: id, Input: Input{Key: other}, Call: call, Output: Output{Value: got}, Return: w.now()}, false)
+		}
+		// A failed read says nothing and is left out.
+	}
+}
+
+func (w *Writer) record(op porcupine.Operation, ackedWrite bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hist = append(w.hist, op)
+	if ackedWrite {
+		now := time.Now()
+		w.gap = max(w.gap, now.Sub(w.lastAck))
+		w.lastAck = now
+	}
+}
+
+// Stop stops the workers, reads every key once more (so that a lost write
+// shows as a read no linearization explains), closes the clients and
+// returns what the writer saw. The final reads wait up to timeout each.
+func (w *Writer) Stop(timeout time.Duration) (Result, error) {
+	w.cancel()
+	w.wg.Wait()
+	var firstErr error
+	for i, cli := range w.cli {
+		call := w.now()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		r, err := cli.Get(ctx, key(i))
+		cancel()
+		cli.Close()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("kvwriter: final read of %s: %w", key(i), err)
+			}
+			continue
+		}
+		got := 0
+		if len(r.Kvs) > 0 {
+			got, _ = strconv.Atoi(string(r.Kvs[0].Value))
+		}
+		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
+	}
+	res := Result{History: w.hist, Gap: w.gap}
+	for _, op := range w.hist {
+		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
+			res.Acked++
+		}
+	}
+	return res, firstErr
+}
+
+// Check checks the history with porcupine against Model, for up to
+// timeout.
+func (r Result) Check(timeout time.Duration) porcupine.CheckResult {
+	return porcupine.CheckOperationsTimeout(Model, r.History, timeout)
+}
