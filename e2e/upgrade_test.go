@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/internal/kvwriter"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -131,17 +132,21 @@ func TestRollingUpgrade(t *testing.T) {
 
 	t.Run("v1 to v2 under writes", func(t *testing.T) {
 		ref := pushImage(t, c, v2)
-		w := startWriter(t, c)
+		tc, err := c.TLS()
+		require.NoError(t, err)
+		w, err := kvwriter.Start(c.Endpoints(), tc)
+		require.NoError(t, err)
 		r := newRoll(t, c, ref)
 		r.ImageEtcd = "3.7.3"
 		ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
 		defer cancel()
 		start := time.Now()
-		err := r.Run(ctx)
+		err = r.Run(ctx)
 		rollTime := time.Since(start)
-		hist, gap := w.stop(t)
+		res, werr := w.Stop(30 * time.Second)
 		require.NoError(t, err)
-		t.Logf("roll of 3 nodes: %s; writer: %d operations, longest write gap %s", rollTime.Round(time.Second), len(hist), gap.Round(time.Millisecond))
+		require.NoError(t, werr)
+		t.Logf("roll of 3 nodes: %s; writer: %d operations, %d acknowledged puts, longest write gap %s", rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond))
 
 		for _, n := range c.Nodes() {
 			api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), c.PKIDir())
@@ -153,8 +158,7 @@ func TestRollingUpgrade(t *testing.T) {
 			assert.True(t, st.Blessed, "%s blessed", n.Name)
 			assert.Equal(t, "e2e-v2", st.Version, "%s image version", n.Name)
 		}
-		res := porcupine.CheckOperationsTimeout(kvModel, hist, 3*time.Minute)
-		assert.Equal(t, porcupine.Ok, res, "the writer's history is linearizable: no acknowledged write lost")
+		assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is linearizable: no acknowledged write lost")
 	})
 
 	t.Run("bad image rolls back", func(t *testing.T) {
