@@ -186,4 +186,3 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	})
 }
-
