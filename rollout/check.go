@@ -34,6 +34,10 @@ type MemberState struct {
 	Problem string
 	// Version is the member's etcd server version, when it answered.
 	Version string
+	// StorageVersion is the version of its backend's schema, when it
+	// answered: during a downgrade etcd migrates it to the target minor,
+	// and only then may the member's binary be replaced by the older one.
+	StorageVersion string
 }
 
 // Cluster is what the roll sees at one moment.

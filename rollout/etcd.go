@@ -121,6 +121,7 @@ func (e *EtcdClient) Observe(ctx context.Context, endpoints []string) ([]MemberS
 	type answer struct {
 		id, leader uint64
 		version    string
+		storage    string
 		errs       []string
 		err        error
 	}
@@ -133,7 +134,7 @@ func (e *EtcdClient) Observe(ctx context.Context, endpoints []string) ([]MemberS
 				answers[i].err = err
 				return
 			}
-			answers[i] = answer{id: st.Header.MemberId, leader: st.Leader, version: st.Version, errs: st.Errors}
+			answers[i] = answer{id: st.Header.MemberId, leader: st.Leader, version: st.Version, storage: st.StorageVersion, errs: st.Errors}
 		})
 	}
 	wg.Wait()
@@ -149,7 +150,7 @@ func (e *EtcdClient) Observe(ctx context.Context, endpoints []string) ([]MemberS
 			if members[i].ID != a.id {
 				continue
 			}
-			members[i].Version = a.version
+			members[i].Version, members[i].StorageVersion = a.version, a.storage
 			if len(a.errs) > 0 {
 				members[i].Problem = strings.Join(a.errs, ", ")
 			} else {

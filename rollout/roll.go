@@ -211,6 +211,11 @@ func (r *Roll) Run(ctx context.Context) error {
 			r.logf("node %s: point of no return: it is the last member on etcd %s; once it runs %s the cluster version rises to %s, and rolling back by slot swap is no longer safe (downgrade through etcd's downgrade API)",
 				name, plan.From, plan.To, plan.To)
 		}
+		if plan.Downgrade {
+			if c, err = r.waitStorage(ctx, name, plan.To); err != nil {
+				return err
+			}
+		}
 		if name == c.LeaderName() {
 			if err := r.handOver(ctx, c, name, done); err != nil {
 				return err
@@ -268,6 +273,54 @@ func (r *Roll) versionRules(ctx context.Context, c Cluster) (VersionPlan, error)
 		}
 	}
 	return plan, nil
+}
+
+// waitStorage waits, for up to ReadyWait, until the member of node has
+// migrated its storage to the minor to, as etcd does once its downgrade is
+// enabled: an older binary refuses a newer storage schema, so the node
+// must not boot the older image before that. A member already on the
+// older minor passes at once.
+func (r *Roll) waitStorage(ctx context.Context, node string, to Minor) (Cluster, error) {
+	deadline := r.now().Add(r.ReadyWait)
+	for {
+		c, err := r.Observe(ctx)
+		why := ""
+		switch {
+		case err != nil:
+			why = err.Error()
+		default:
+			err = Check(c)
+			if err != nil {
+				why = err.Error()
+				break
+			}
+			ns, _ := c.Node(node)
+			m, ok := c.member(ns)
+			switch {
+			case !ok:
+				why = "no member answers for it"
+			case m.StorageVersion == "":
+				why = "its member reports no storage version"
+			default:
+				sv, perr := ParseMinor(m.StorageVersion)
+				if perr != nil {
+					why = fmt.Sprintf("storage version: %v", perr)
+				} else if sv != to {
+					why = fmt.Sprintf("its storage version is %s", m.StorageVersion)
+				}
+			}
+			if why == "" {
+				r.logf("node %s: storage version %s", node, m.StorageVersion)
+				return c, nil
+			}
+		}
+		if r.now().After(deadline) {
+			return c, fmt.Errorf("before node %s: etcd's downgrade to %s has not migrated its storage after %s: %s", node, to, r.ReadyWait, why)
+		}
+		if err := r.sleep(ctx); err != nil {
+			return c, err
+		}
+	}
 }
 
 // pointOfNoReturn checks, before the last member moves to the new minor,

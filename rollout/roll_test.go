@@ -31,6 +31,10 @@ type sim struct {
 	events  []string
 	// abortAfter deletes the target after this node is done.
 	abortAfter string
+	// downgraded is the minor of an enabled downgrade; the members report
+	// it as their storage version after storageLag more observations.
+	downgraded string
+	storageLag int
 }
 
 type simNode struct {
@@ -134,8 +138,20 @@ func (e *simEtcd) Observe(context.Context, []string) ([]MemberState, uint64, []s
 	defer s.mu.Unlock()
 	var ms []MemberState
 	var leader uint64
+	storage := ""
+	if s.downgraded != "" {
+		if s.storageLag > 0 {
+			s.storageLag--
+		} else {
+			storage = s.downgraded + ".0"
+		}
+	}
 	for _, n := range s.nodes {
-		ms = append(ms, MemberState{ID: n.id, Name: n.name, Healthy: true, Version: n.etcd})
+		sv := storage
+		if m, err := ParseMinor(n.etcd); err == nil && sv == "" {
+			sv = m.String() + ".0"
+		}
+		ms = append(ms, MemberState{ID: n.id, Name: n.name, Healthy: true, Version: n.etcd, StorageVersion: sv})
 		if s.leader == n.name {
 			leader = n.id
 		}
@@ -160,7 +176,11 @@ func (e *simEtcd) MoveLeader(_ context.Context, ep string, to uint64) error {
 }
 
 func (e *simEtcd) Downgrade(_ context.Context, minor string) error {
-	(*sim)(e).event("downgrade %s", minor)
+	s := (*sim)(e)
+	s.event("downgrade %s", minor)
+	s.mu.Lock()
+	s.downgraded = minor
+	s.mu.Unlock()
 	return nil
 }
 
@@ -335,4 +355,34 @@ func TestRollDowngradeEnablesFirst(t *testing.T) {
 	r.ImageEtcd = "3.6.16"
 	require.NoError(t, r.Run(t.Context()))
 	assert.Equal(t, "downgrade 3.6", s.events[0])
+}
+
+// TestRollDowngradeWaitsForStorage checks that no node reboots into the
+// older etcd before its member reports its storage migrated, and that a
+// storage version that never comes stops the roll with the reason.
+func TestRollDowngradeWaitsForStorage(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2")
+	s.storageLag = 5
+	for _, n := range s.nodes {
+		n.newEtcd = "3.6.16"
+	}
+	r := s.roll("n1", "n2")
+	r.ImageEtcd = "3.6.16"
+	r.ReadyWait = time.Second
+	var log []string
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	assert.Equal(t, []string{"downgrade 3.6", "n2 snapshot", "n2 stage", "n2 reboot", "leader n1 -> n2", "n1 snapshot", "n1 stage", "n1 reboot"}, s.events)
+	assert.Zero(t, s.storageLag, "the roll observed until the storage was migrated")
+	assert.True(t, slices.ContainsFunc(log, func(l string) bool { return l == "node n2: storage version 3.6.0" }), strings.Join(log, "\n"))
+
+	s = newSim("3.7.3", "n1")
+	s.storageLag = 1 << 30
+	s.nodes["n1"].newEtcd = "3.6.16"
+	r = s.roll("n1")
+	r.ImageEtcd = "3.6.16"
+	err := r.Run(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "before node n1: etcd's downgrade to 3.6 has not migrated its storage after 50ms: its storage version is 3.7.0")
+	assert.NotContains(t, s.events, "n1 reboot")
 }
