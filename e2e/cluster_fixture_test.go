@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
@@ -47,41 +48,130 @@ func clusterImage(t *testing.T) string {
 	return img
 }
 
-// upCluster brings up a cluster of n nodes in a fresh directory, with the
-// network inside the test process and the test-hook port forwarded, and
-// powers it off when the test ends (logging every console tail first
-// when the test failed).
+// upCluster brings up a cluster of n nodes of the test-hook image in a
+// fresh directory, with the network inside the test process and the
+// test-hook port forwarded.
 func upCluster(t *testing.T, n int) *cluster.Cluster {
 	t.Helper()
-	img := clusterImage(t)
 	code, vars := testenv.OVMF(t)
 	cfg := cluster.Config{
-		Dir: t.TempDir(), Image: img, OVMFCode: code, OVMFVars: vars,
+		Dir: t.TempDir(), Image: clusterImage(t), OVMFCode: code, OVMFVars: vars,
 		MemoryMiB: 768, GuestPorts: []int{hookPort}, Log: t.Logf,
+	}
+	return startCluster(t, cfg, n).Cluster
+}
+
+// running holds the cluster whose VMs run: a test that starts them again
+// (cluster.Up on the same directory) puts the new one here, so that the
+// cleanup stops them and not only the network.
+type running struct{ *cluster.Cluster }
+
+// startCluster brings up n nodes with cfg (its OVMF and memory filled in
+// when empty) and, when the test ends, logs every console tail if the test
+// failed and powers the cluster off.
+func startCluster(t *testing.T, cfg cluster.Config, n int) *running {
+	t.Helper()
+	if cfg.OVMFCode == "" {
+		cfg.OVMFCode, cfg.OVMFVars = testenv.OVMF(t)
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 768
+	}
+	if cfg.Log == nil {
+		cfg.Log = t.Logf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterDeadline)
 	defer cancel()
 	start := time.Now()
 	c, err := cluster.Up(ctx, cfg, n)
+	r := &running{c}
 	if c != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
-				for _, node := range c.Nodes() {
-					if vm, err := c.VM(node.Name); err == nil {
-						t.Logf("console of %s (last 60 lines):\n%s", node.Name, vm.ConsoleTail(60))
+				for _, node := range r.Nodes() {
+					if vm, err := r.VM(node.Name); err == nil {
+						t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
 					}
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if err := c.Down(ctx, 30*time.Second); err != nil {
+			if err := r.Down(ctx, 30*time.Second); err != nil {
 				t.Errorf("down: %v", err)
 			}
 		})
 	}
 	require.NoError(t, err)
 	t.Logf("up: %d voting members after %s", n, time.Since(start).Round(time.Second))
-	return c
+	return r
+}
+
+// nodeAPI returns a client of node's API, closed when the test ends.
+func nodeAPI(t *testing.T, c *cluster.Cluster, node cluster.Node) *nodeapi.Client {
+	t.Helper()
+	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(node.APIPort), c.PKIDir())
+	require.NoError(t, err)
+	t.Cleanup(api.Close)
+	return api
+}
+
+// stageAndWait stages ref through the node API and waits until it is staged.
+func stageAndWait(t *testing.T, api *nodeapi.Client, ref string) {
+	t.Helper()
+	require.NoError(t, api.StageUpgrade(t.Context(), ref))
+	deadline := time.Now().Add(stageDeadline)
+	for {
+		p, err := api.Upgrade(t.Context())
+		require.NoError(t, err)
+		if p.Target == ref && p.Phase == nodeapi.PhaseStaged {
+			return
+		}
+		require.NotEqual(t, nodeapi.PhaseFailed, p.Phase, "staging %s: %s", ref, p.Error)
+		require.True(t, time.Now().Before(deadline), "staging %s: still %s after %s", ref, p.Phase, stageDeadline)
+		time.Sleep(time.Second) // polling interval, bounded by the deadline
+	}
+}
+
+// waitHealthy polls the node API until the node's member is a healthy
+// voter, and returns that status.
+func waitHealthy(ctx context.Context, t *testing.T, api *nodeapi.Client) nodeapi.Status {
+	t.Helper()
+	for {
+		st, err := api.Status(ctx)
+		if err == nil && st.Member.Healthy && st.Member.Role == nodeapi.RoleVoter {
+			return st
+		}
+		if ctx.Err() != nil {
+			require.FailNow(t, "node not healthy in time", "last status %+v, error %v", st, err)
+		}
+		time.Sleep(500 * time.Millisecond) // polling interval, bounded by ctx
+	}
+}
+
+// waitBlessed polls the node API until the node runs on slot, blessed, as
+// a healthy voter, and returns that status.
+func waitBlessed(ctx context.Context, t *testing.T, api *nodeapi.Client, slot string) nodeapi.Status {
+	t.Helper()
+	for {
+		st, err := api.Status(ctx)
+		if err == nil && st.Slot == slot && st.Blessed && st.Member.Healthy && st.Member.Role == nodeapi.RoleVoter {
+			return st
+		}
+		if ctx.Err() != nil {
+			require.FailNow(t, "node not blessed on slot "+slot+" in time", "last status %+v, error %v", st, err)
+		}
+		time.Sleep(500 * time.Millisecond) // polling interval, bounded by ctx
+	}
+}
+
+// slotState is the state of slot name in st, "" when st does not list it.
+func slotState(st nodeapi.Status, name string) string {
+	for _, s := range st.Slots {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	return ""
 }
 
 // client returns an etcd client of one node, closed when the test ends.

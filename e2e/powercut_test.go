@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 
 // Deadlines of TestPowerCutDuringStaging under software emulation.
 const (
+	// stageDeadline bounds a pull and a slot write.
+	stageDeadline = 2 * time.Minute
 	// cutDeadline bounds the staging until the agent writes the slot.
 	cutDeadline = time.Minute
 	// cutPoll is the polling interval of the agent's phase before the
@@ -45,41 +46,17 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
 
-	code, vars := testenv.OVMF(t)
 	cdir := filepath.Join(dir, "c")
-	ctx, cancel := context.WithTimeout(context.Background(), clusterDeadline)
-	c, err := cluster.Up(ctx, cluster.Config{
-		Dir: cdir, Image: v1img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 768, Log: t.Logf,
+	rc := startCluster(t, cluster.Config{
+		Dir: cdir, Image: v1img,
 		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute},
 	}, 1)
-	cancel()
-	// cur is the cluster that started the VMs last: the one to bring down
-	// when the test ends (an older one would stop the network, not them).
-	cur := c
-	if c != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				for _, node := range cur.Nodes() {
-					if vm, err := cur.VM(node.Name); err == nil {
-						t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
-					}
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := cur.Down(ctx, 30*time.Second); err != nil {
-				t.Errorf("down: %v", err)
-			}
-		})
-	}
-	require.NoError(t, err)
+	c := rc.Cluster
 	require.Len(t, c.Nodes(), 1)
 	node := c.Nodes()[0]
 	vm, err := c.VM(node.Name)
 	require.NoError(t, err)
-	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(node.APIPort), c.PKIDir())
-	require.NoError(t, err)
-	t.Cleanup(api.Close)
+	api := nodeAPI(t, c, node)
 
 	st, err := api.Status(t.Context())
 	require.NoError(t, err)
@@ -106,7 +83,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 		require.True(t, time.Now().Before(staging.Add(cutDeadline)), "not writing after %s (phases %v)", cutDeadline, seen)
 		time.Sleep(cutPoll) // polling interval, bounded by cutDeadline
 	}
-	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	require.NoError(t, vm.Quit(ctx))
 	require.NoError(t, vm.Wait(ctx))
 	cancel()
@@ -123,7 +100,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	defer cancel()
 	c, err = cluster.Up(ctx, cluster.Config{Dir: cdir, Log: t.Logf}, 0)
 	if c != nil {
-		cur = c
+		rc.Cluster = c
 	}
 	require.NoError(t, err)
 	node, ok := c.Node(node.Name)
@@ -133,10 +110,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	m, err := vm.WaitConsole(ctx, 0, "Command line: ")
 	require.NoError(t, err)
 	assert.Contains(t, m.Line, "etcdbox.slot=a", "after the cut the firmware boots the old slot")
-	api2, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(node.APIPort), c.PKIDir())
-	require.NoError(t, err)
-	t.Cleanup(api2.Close)
-	api = api2
+	api = nodeAPI(t, c, node)
 	st = waitHealthy(ctx, t, api)
 	assert.Equal(t, "a", st.Slot, "back on the old slot")
 	assert.True(t, st.Blessed, "the old slot is still blessed")
@@ -165,20 +139,4 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "a"), "the old slot stays the fallback: %+v", st.Slots)
 	t.Logf("after the retry: slot %s, version %s, slots %+v, %s after the retry began",
 		st.Slot, st.Version, st.Slots, time.Since(retry).Round(time.Second))
-}
-
-// waitBlessed polls the node API until the node runs on slot, blessed, as
-// a healthy voter, and returns that status.
-func waitBlessed(ctx context.Context, t *testing.T, api *nodeapi.Client, slot string) nodeapi.Status {
-	t.Helper()
-	for {
-		st, err := api.Status(ctx)
-		if err == nil && st.Slot == slot && st.Blessed && st.Member.Healthy && st.Member.Role == nodeapi.RoleVoter {
-			return st
-		}
-		if ctx.Err() != nil {
-			require.FailNow(t, "node not blessed on slot "+slot+" in time", "last status %+v, error %v", st, err)
-		}
-		time.Sleep(500 * time.Millisecond) // polling interval, bounded by ctx
-	}
 }

@@ -2,10 +2,16 @@ package e2e
 
 import (
 	"context"
+	"debug/buildinfo"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,11 +19,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/internal/kvwriter"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -86,52 +94,57 @@ func newRoll(t *testing.T, c *cluster.Cluster, ref string) *rollout.Roll {
 	return &rollout.Roll{Image: ref, Nodes: nodes, Etcd: rollout.NewEtcd(cli, tc), By: "e2e", Log: t.Logf, ReadyWait: 3 * time.Minute}
 }
 
-// TestRollingUpgrade rolls a 3-node cluster from v1 to v2 under a
-// continuous writer, checks the writer's history with porcupine, then
-// rolls a broken image (its etcd is etcdctl, which exits at once) and
-// checks that the first node returns to its slot by itself and the roll
-// stops with the reason, leaving the cluster healthy.
+// TestRollingUpgrade rolls one 3-node cluster through every kind of roll,
+// in order (a cluster boot is the expensive part):
+//
+//   - v1 (etcd of the previous minor) to v2 (the pinned etcd) under a
+//     continuous writer: every node ends on the new slot, blessed; the
+//     writer's history is linearizable (porcupine), and the cluster
+//     version rises only after the last member moved;
+//   - three bad images, each rolled like a good one: a broken etcd (the
+//     gate fails), a kernel that cannot find DATA (virtio_blk missing),
+//     and a command line that panics. Each time the first node returns to
+//     its old slot by itself, the roll stops with the reason, and the
+//     cluster is healthy;
+//   - back to the previous minor (v3): the roll enables etcd's downgrade
+//     first, every node ends on the new slot, and the data is all there.
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("QEMU tier: runs in make test, not in go test -short")
 	}
+	prev, prevBin := testenv.PreviousEtcd(t)
+	cur := etcdModuleVersion(t)
 	dir := t.TempDir()
 	initBin := buildInit(t)
-	v1img, v2, bad := filepath.Join(dir, "v1.img"), filepath.Join(dir, "v2.tar"), filepath.Join(dir, "bad.tar")
-	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
-	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
-	buildRollImage(t, initBin, testenv.Bin(t, "etcdctl"), "e2e-bad", bad)
+	img := func(name string) string { return filepath.Join(dir, name) }
+	buildRollImage(t, initBin, prevBin, "e2e-v1", img("v1.img"))
+	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", img("v2.tar"))
+	buildRollImage(t, initBin, prevBin, "e2e-v3", img("v3.tar"))
+	buildRollImage(t, initBin, testenv.Bin(t, "etcdctl"), "e2e-bad-etcd", img("bad-etcd.tar"))
+	drivers := slices.DeleteFunc(slices.Clone(image.DefaultDrivers), func(d string) bool { return d == "virtio_blk" })
+	require.Len(t, drivers, len(image.DefaultDrivers)-1, "the default set names virtio_blk")
+	buildBadImage(t, initBin, "e2e-bad-nomod", img("bad-nomod.tar"), drivers, "")
+	buildBadImage(t, initBin, "e2e-bad-panic", img("bad-panic.tar"), nil, "rdinit=/nonexistent")
 
-	code, vars := testenv.OVMF(t)
-	ctx, cancel := context.WithTimeout(context.Background(), clusterDeadline)
-	c, err := cluster.Up(ctx, cluster.Config{Dir: filepath.Join(dir, "c"), Image: v1img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 768, Log: t.Logf}, 3)
-	cancel()
-	if c != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				for _, node := range c.Nodes() {
-					if vm, err := c.VM(node.Name); err == nil {
-						t.Logf("console of %s (last 80 lines):\n%s", node.Name, vm.ConsoleTail(80))
-					}
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := c.Down(ctx, 30*time.Second); err != nil {
-				t.Errorf("down: %v", err)
-			}
-		})
-	}
-	require.NoError(t, err)
+	// One try: a slot that fails its first boot is given up, so the
+	// firmware's next boot is the old slot.
+	c := startCluster(t, cluster.Config{
+		Dir: img("c"), Image: img("v1.img"),
+		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: 90 * time.Second},
+	}, 3).Cluster
+	prevMinor, curMinor := minorOf(t, prev), minorOf(t, cur)
+	require.Equal(t, prevMinor.String()+".0", clusterVersion(t, c), "the cluster starts on etcd %s", prev)
 
-	t.Run("v1 to v2 under writes", func(t *testing.T) {
-		ref := pushImage(t, c, v2)
+	var final map[string]string // the writer's keys after the first roll
+	ok := t.Run("v1 to v2 across an etcd minor under writes", func(t *testing.T) {
+		ref := pushImage(t, c, img("v2.tar"))
 		tc, err := c.TLS()
 		require.NoError(t, err)
 		w, err := kvwriter.Start(c.Endpoints(), tc)
 		require.NoError(t, err)
+		samples := sampleVersions(t, c)
 		r := newRoll(t, c, ref)
-		r.ImageEtcd = "3.7.3"
+		r.ImageEtcd = cur
 		ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
 		defer cancel()
 		start := time.Now()
@@ -140,49 +153,290 @@ func TestRollingUpgrade(t *testing.T) {
 		res, werr := w.Stop(30 * time.Second)
 		require.NoError(t, err)
 		require.NoError(t, werr)
-		t.Logf("roll of 3 nodes: %s; writer: %d operations, %d acknowledged puts, longest write gap %s", rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond))
+		t.Logf("roll of 3 nodes: %s; writer: %d operations, %d acknowledged puts, longest write gap %s",
+			rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond))
+		assert.Positive(t, res.Acked)
 
 		for _, n := range c.Nodes() {
-			api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), c.PKIDir())
-			require.NoError(t, err)
-			st, err := api.Status(t.Context())
-			api.Close()
+			st, err := nodeAPI(t, c, n).Status(t.Context())
 			require.NoError(t, err)
 			assert.Equal(t, "b", st.Slot, "%s booted slot", n.Name)
 			assert.True(t, st.Blessed, "%s blessed", n.Name)
 			assert.Equal(t, "e2e-v2", st.Version, "%s image version", n.Name)
+			assert.Equal(t, cur, st.EtcdVersion, "%s etcd", n.Name)
 		}
 		assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is linearizable: no acknowledged write lost")
-	})
 
-	t.Run("bad image rolls back", func(t *testing.T) {
-		ref := pushImage(t, c, bad)
+		// The cluster version: the previous minor for as long as any
+		// member runs it, the new one once the last has moved.
+		waitClusterVersion(t, c, curMinor.String()+".0", time.Minute)
+		hist := samples.stop()
+		require.NotEmpty(t, hist)
+		sawTwoOfThree := false
+		for _, s := range hist {
+			if s.cluster == "" {
+				continue
+			}
+			cv := minorOf(t, s.cluster)
+			onPrev, onCur := s.count(t, prevMinor), s.count(t, curMinor)
+			if onPrev > 0 {
+				assert.Equal(t, prevMinor, cv, "at %s members ran %v and the cluster version was %s already", s.at, s.members, s.cluster)
+			}
+			if onPrev == 1 && onCur == 2 && cv == prevMinor {
+				sawTwoOfThree = true
+			}
+		}
+		assert.True(t, sawTwoOfThree, "a sample shows two members on %s and the cluster version still %s: %v", curMinor, prevMinor, hist)
+		final = readKeys(t, c)
+	})
+	require.True(t, ok, "the first roll failed; the others start from it")
+
+	bad := []struct {
+		name, image string
+		// failure is what the bad slot's console shows when it fails.
+		failure string
+		// options must be on the bad slot's kernel command line.
+		options string
+		// reason is what the roll's error says after "rolled back: ".
+		reason string
+	}{
+		{"broken etcd fails the gate", "bad-etcd.tar", "etcdbox: slot a rolled back: ", "", `slot a: (gate|init) failed: `},
+		{"missing virtio_blk fails the init", "bad-nomod.tar", "etcdbox: fatal: ", "", `slot a: bad, no reason recorded`},
+		{"panicking command line", "bad-panic.tar", "Kernel panic", "rdinit=/nonexistent", `slot a: bad, no reason recorded`},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := pushImage(t, c, img(tt.image))
+			marks := map[string]int64{}
+			for _, n := range c.Nodes() {
+				vm, err := c.VM(n.Name)
+				require.NoError(t, err)
+				marks[n.Name] = vm.Mark()
+			}
+			r := newRoll(t, c, ref)
+			r.ImageEtcd = cur // the images say which etcd they carry; these run it or nothing
+			ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
+			defer cancel()
+			start := time.Now()
+			err := r.Run(ctx)
+			require.Error(t, err)
+			t.Logf("%s: roll stopped after %s: %v", tt.name, time.Since(start).Round(time.Second), err)
+			m := regexp.MustCompile(`^node (n\d) rolled back: (.*)$`).FindStringSubmatch(err.Error())
+			require.NotNil(t, m, "the roll says which node rolled back and why: %v", err)
+			assert.Regexp(t, "^"+tt.reason, m[2])
+
+			// The node tried the bad slot once, failed, and the firmware
+			// booted the old slot, with its own command line.
+			vm, err := c.VM(m[1])
+			require.NoError(t, err)
+			ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			try, err := vm.WaitConsole(ctx, marks[m[1]], "Command line: ")
+			require.NoError(t, err)
+			assert.Contains(t, try.Line, "etcdbox.slot=a", "the reboot tried the new slot")
+			assert.Contains(t, try.Line, tt.options, "the image's extras are on its slot's command line")
+			f, err := vm.WaitConsole(ctx, try.Next, tt.failure)
+			require.NoError(t, err)
+			t.Logf("bad slot failed: %s", qemu.Printable(f.Line))
+			old, err := vm.WaitConsole(ctx, f.Next, "Command line: ")
+			require.NoError(t, err)
+			assert.Contains(t, old.Line, "etcdbox.slot=b", "the firmware booted the old slot next")
+			assert.NotContains(t, old.Line, "rdinit=", "the old slot keeps its own command line")
+
+			// The cluster is healthy, every node still on v2.
+			c2 := waitClusterHealthy(t, r, 3*time.Minute)
+			for _, n := range c2.Nodes {
+				assert.Equal(t, "b", n.Status.Slot, "%s still runs slot b", n.Name)
+				assert.Equal(t, "e2e-v2", n.Status.Version, n.Name)
+				if n.Name == m[1] {
+					assert.Equal(t, nodeapi.SlotBad, slotState(n.Status, "a"), "%s: the bad slot is given up: %+v", n.Name, n.Status.Slots)
+					assert.Equal(t, m[2], n.Status.LastRollback, "the node API says why, as the roll did")
+				}
+			}
+		})
+	}
+
+	t.Run("v2 to v3 back to the previous minor", func(t *testing.T) {
+		ref := pushImage(t, c, img("v3.tar"))
 		r := newRoll(t, c, ref)
-		r.ImageEtcd = "3.7.3" // etcdctl carries no etcd server version
+		r.ImageEtcd = prev
+		var log []string
+		var mu sync.Mutex
+		r.Log = func(format string, args ...any) {
+			mu.Lock()
+			log = append(log, fmt.Sprintf(format, args...))
+			mu.Unlock()
+			t.Logf(format, args...)
+		}
 		ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
 		defer cancel()
 		start := time.Now()
-		err := r.Run(ctx)
-		require.Error(t, err)
-		t.Logf("bad image: roll stopped after %s: %v", time.Since(start).Round(time.Second), err)
-		assert.Regexp(t, `^node n\d rolled back: slot a: `, err.Error())
-		// The node is back on its old slot; its member rejoins with its data.
-		var c2 rollout.Cluster
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			c2, err = r.Observe(t.Context())
-			if err == nil {
-				err = rollout.Check(c2)
-			}
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(2 * time.Second) // polling interval, bounded by the deadline
+		require.NoError(t, r.Run(ctx))
+		t.Logf("downgrade roll of 3 nodes: %s", time.Since(start).Round(time.Second))
+		mu.Lock()
+		all := strings.Join(log, "\n")
+		mu.Unlock()
+		assert.Contains(t, all, "enabling etcd's downgrade to "+prevMinor.String())
+		assert.Less(t, strings.Index(all, "enabling etcd's downgrade"), strings.Index(all, "staging "), "the downgrade is enabled before any node stages")
+		for _, n := range c.Nodes() {
+			st, err := nodeAPI(t, c, n).Status(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, "a", st.Slot, "%s booted slot", n.Name)
+			assert.True(t, st.Blessed, "%s blessed", n.Name)
+			assert.Equal(t, "e2e-v3", st.Version, "%s image version", n.Name)
+			assert.Equal(t, prev, st.EtcdVersion, "%s etcd", n.Name)
 		}
-		require.NoError(t, err, "the cluster is healthy again within 3m")
-		for _, n := range c2.Nodes {
-			assert.Equal(t, "b", n.Status.Slot, "%s still runs slot b", n.Name)
-			assert.Equal(t, "e2e-v2", n.Status.Version, n.Name)
-		}
+		assert.Equal(t, prevMinor.String()+".0", clusterVersion(t, c))
+		assert.Equal(t, final, readKeys(t, c), "the writer's keys read back as the first roll left them")
 	})
+}
+
+// etcdModuleVersion is the pinned etcd's version, from bin/etcd's build
+// information ("3.7.3").
+func etcdModuleVersion(t *testing.T) string {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(testenv.Bin(t, "etcd"))
+	require.NoError(t, err)
+	require.Equal(t, "go.etcd.io/etcd/server/v3", bi.Main.Path)
+	return strings.TrimPrefix(bi.Main.Version, "v")
+}
+
+func minorOf(t *testing.T, v string) rollout.Minor {
+	t.Helper()
+	m, err := rollout.ParseMinor(v)
+	require.NoError(t, err)
+	return m
+}
+
+// observer is a roll that is never run, for its Observe.
+func observer(t *testing.T, c *cluster.Cluster) *rollout.Roll {
+	return newRoll(t, c, "registry.invalid/unused@sha256:"+strings.Repeat("0", 64))
+}
+
+// clusterVersion reads the cluster version through the nodes.
+func clusterVersion(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	obs, err := observer(t, c).Observe(t.Context())
+	require.NoError(t, err)
+	return obs.ClusterVersion
+}
+
+// waitClusterVersion waits until the cluster version is want.
+func waitClusterVersion(t *testing.T, c *cluster.Cluster, want string, within time.Duration) {
+	t.Helper()
+	o := observer(t, c)
+	deadline := time.Now().Add(within)
+	for {
+		obs, err := o.Observe(t.Context())
+		if err == nil && obs.ClusterVersion == want {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "cluster version %q after %s (%v), want %s", obs.ClusterVersion, within, err, want)
+		time.Sleep(time.Second) // polling interval, bounded by the deadline
+	}
+}
+
+// waitClusterHealthy waits until the roll's preconditions hold again.
+func waitClusterHealthy(t *testing.T, r *rollout.Roll, within time.Duration) rollout.Cluster {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		c, err := r.Observe(t.Context())
+		if err == nil {
+			err = rollout.Check(c)
+		}
+		if err == nil {
+			return c
+		}
+		require.True(t, time.Now().Before(deadline), "the cluster is not healthy within %s: %v", within, err)
+		time.Sleep(2 * time.Second) // polling interval, bounded by the deadline
+	}
+}
+
+// readKeys reads every key the writer wrote.
+func readKeys(t *testing.T, c *cluster.Cluster) map[string]string {
+	t.Helper()
+	n := c.Nodes()[0]
+	r, err := client(t, c, n.Name).Get(t.Context(), kvwriter.Prefix, clientv3.WithPrefix())
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, kv := range r.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	require.NotEmpty(t, out, "the writer's keys")
+	return out
+}
+
+// versionSample is what the members said at one moment.
+type versionSample struct {
+	at      time.Duration
+	cluster string
+	members []string // server versions of the members that answered
+}
+
+func (s versionSample) count(t *testing.T, m rollout.Minor) int {
+	n := 0
+	for _, v := range s.members {
+		if minorOf(t, v) == m {
+			n++
+		}
+	}
+	return n
+}
+
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	hist   []versionSample
+}
+
+func (s *sampler) stop() []versionSample {
+	s.cancel()
+	<-s.done
+	return s.hist
+}
+
+// sampleVersions records the cluster version and the members' versions
+// every second until stopped.
+func sampleVersions(t *testing.T, c *cluster.Cluster) *sampler {
+	o := observer(t, c)
+	ctx, cancel := context.WithCancel(t.Context())
+	s := &sampler{cancel: cancel, done: make(chan struct{})}
+	start := time.Now()
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			obs, err := o.Observe(ctx)
+			if err == nil {
+				vs := versionSample{at: time.Since(start).Round(time.Millisecond), cluster: obs.ClusterVersion}
+				for _, m := range obs.Members {
+					if m.Version != "" {
+						vs.members = append(vs.members, m.Version)
+					}
+				}
+				s.hist = append(s.hist, vs)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-s.done })
+	return s
+}
+
+// buildBadImage builds an OCI tarball at out from the default inputs with
+// drivers and cmdline.
+func buildBadImage(t *testing.T, initBin, version, out string, drivers []string, cmdline string) {
+	t.Helper()
+	vmlinuz, modules := testenv.Kernel(t)
+	_, err := image.Build(context.Background(), image.Config{
+		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: initBin,
+		Drivers: drivers, Cmdline: cmdline, Format: image.FormatOCI, Output: out, Version: version,
+	})
+	require.NoError(t, err)
 }
