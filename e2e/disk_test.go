@@ -17,6 +17,8 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/internal/testenv"
 )
 
 const (
@@ -79,7 +81,7 @@ func TestDiskGrows(t *testing.T) {
 		n.wait(t, m.Next, "etcdbox: etcd ready", bootDeadline)
 		t.Logf("boot to etcd ready: %s", time.Since(start).Round(time.Second))
 
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "grow/k", "v1")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "grow/k", "v1")
 		require.NoError(t, err, out)
 		n.powerOff(t, 90*time.Second)
 	})
@@ -104,7 +106,7 @@ func TestDiskGrows(t *testing.T) {
 		n.wait(t, r.Next, "etcdbox: etcd ready", bootDeadline)
 		t.Logf("boot to etcd ready: %s", time.Since(start).Round(time.Second))
 
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "get", "grow/k", "--print-value-only")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "grow/k", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v1", out)
 		n.powerOff(t, 90*time.Second)

@@ -6,13 +6,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,24 +173,4 @@ func (n *node) powerOff(t *testing.T, within time.Duration) {
 
 func (n *node) endpoint() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", n.vm.HostPort(clientPort))
-}
-
-// etcdctl runs upstream etcdctl against the node with the admin
-// certificate from pkiDir.
-func etcdctl(t *testing.T, pkiDir, endpoint string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	full := append([]string{
-		"--endpoints=" + endpoint,
-		"--cacert=" + filepath.Join(pkiDir, "ca.crt"),
-		"--cert=" + filepath.Join(pkiDir, "admin.crt"),
-		"--key=" + filepath.Join(pkiDir, "admin.key"),
-		"--command-timeout=10s",
-	}, args...)
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, testenv.Bin(t, "etcdctl"), full...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
 }

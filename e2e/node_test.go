@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,9 +28,9 @@ func TestSingleNode(t *testing.T) {
 	n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
 
 	t.Run("put and get over mutual TLS", func(t *testing.T) {
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k1", "v1")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "k1", "v1")
 		require.NoError(t, err, out)
-		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
+		out, err = testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v1", out)
 	})
@@ -84,13 +85,13 @@ func TestSingleNode(t *testing.T) {
 		m := n.wait(t, from, "etcdbox: etcd exited", time.Minute)
 		assert.Contains(t, m.Line, "killed")
 		n.wait(t, m.Next, "etcdbox: etcd ready", 2*time.Minute)
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v1", out)
 	})
 
 	t.Run("data survives a reset", func(t *testing.T) {
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k2", "v2")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "k2", "v2")
 		require.NoError(t, err, out)
 		from := n.vm.Mark()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -98,13 +99,13 @@ func TestSingleNode(t *testing.T) {
 		require.NoError(t, n.vm.Reset(ctx))
 		m := n.wait(t, from, "etcdbox: etcd: restarting member", bootDeadline)
 		n.wait(t, m.Next, "etcdbox: etcd ready", bootDeadline)
-		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k2", "--print-value-only")
+		out, err = testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k2", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v2", out)
 	})
 
 	t.Run("power button stops etcd cleanly, and data survives power-off", func(t *testing.T) {
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "k3", "v3")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "k3", "v3")
 		require.NoError(t, err, out)
 		from := n.vm.Mark()
 		n.powerOff(t, 90*time.Second)
@@ -114,7 +115,7 @@ func TestSingleNode(t *testing.T) {
 
 		n.boot(t)
 		n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
-		out, err = etcdctl(t, pkiDir, n.endpoint(), "get", "k", "--prefix", "--print-value-only")
+		out, err = testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k", "--prefix", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v1\nv2\nv3", out)
 		// A clean stop leaves nothing for etcd to repair.

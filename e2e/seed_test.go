@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,7 +72,7 @@ func TestBadSeed(t *testing.T) {
 	m := n.wait(t, 0, "etcdbox: etcd: bootstrapping member", bootDeadline)
 	n.wait(t, m.Next, "etcdbox: etcd ready", bootDeadline)
 	t.Logf("first boot to etcd ready: %s", time.Since(start).Round(time.Second))
-	out, err := etcdctl(t, pkiDir, n.endpoint(), "put", "seed/k", "v1")
+	out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "seed/k", "v1")
 	require.NoError(t, err, out)
 	n.powerOff(t, 90*time.Second)
 
@@ -103,7 +104,7 @@ func TestBadSeed(t *testing.T) {
 			assert.Contains(t, m.Line, "/etc/etcdbox/seed.yaml", "the seed error does not say which seed")
 			waitText(t, n, m.Next, time.Minute, "etcdbox: waiting: power off, fix the problem and boot again")
 
-			out, err := etcdctl(t, pkiDir, n.endpoint(), "endpoint", "health")
+			out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "endpoint", "health")
 			assert.Error(t, err, "etcd answers on a node with a bad seed: %s", out)
 
 			// The power button works while the node waits.
@@ -131,7 +132,7 @@ func TestBadSeed(t *testing.T) {
 		m := n.wait(t, 0, "etcdbox: seed: from image", bootDeadline)
 		m = n.wait(t, m.Next, "etcdbox: etcd: restarting member", bootDeadline)
 		n.wait(t, m.Next, "etcdbox: etcd ready", bootDeadline)
-		out, err := etcdctl(t, pkiDir, n.endpoint(), "get", "seed/k", "--print-value-only")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "seed/k", "--print-value-only")
 		require.NoError(t, err, out)
 		assert.Equal(t, "v1", out)
 		n.powerOff(t, 90*time.Second)

@@ -13,5 +13,5 @@ go vet ./...
 pkgs=$(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 20m $pkgs
 if [ -d e2e ]; then
-	go test -count=1 -timeout 40m -v ./e2e
+	go test -count=1 -timeout 60m -v ./e2e
 fi

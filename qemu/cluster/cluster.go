@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/vnet"
@@ -203,7 +203,7 @@ func newCluster(cfg Config, st State) (*Cluster, error) {
 // adminTLS loads the admin certificate once.
 func (c *Cluster) adminTLS() (*tls.Config, error) {
 	if c.tls == nil {
-		tc, err := AdminTLS(c.PKIDir())
+		tc, err := nodeapi.AdminTLS(c.PKIDir())
 		if err != nil {
 			return nil, err
 		}
@@ -323,24 +323,6 @@ func WriteEnv(dir string, endpoints []string) error {
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// AdminTLS is the client TLS configuration of the admin certificate in
-// pkiDir (pki.Init's files).
-func AdminTLS(pkiDir string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, pki.AdminCertFile), filepath.Join(pkiDir, pki.AdminKeyFile))
-	if err != nil {
-		return nil, fmt.Errorf("load admin certificate: %w", err)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(pkiDir, pki.CACertFile))
-	if err != nil {
-		return nil, fmt.Errorf("load cluster CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("load cluster CA %s: no certificate", filepath.Join(pkiDir, pki.CACertFile))
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
 
 // nodeIP is the address of the i-th node (1-based): 10.88.0.11, ...
 func nodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 88, 0, byte(10 + i)}) }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 )
@@ -80,7 +81,7 @@ func TestProbeAndStatus(t *testing.T) {
 	}
 	pkiDir := filepath.Join(t.TempDir(), "pki")
 	require.NoError(t, pki.Init(pkiDir, false))
-	tc, err := AdminTLS(pkiDir)
+	tc, err := nodeapi.AdminTLS(pkiDir)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

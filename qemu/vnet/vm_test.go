@@ -4,14 +4,11 @@
 package vnet_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,12 +90,12 @@ func TestVMOnNetwork(t *testing.T) {
 	host, err := n.Forward("127.0.0.1:0", netip.AddrPortFrom(ip, 2379))
 	require.NoError(t, err)
 	endpoint := "https://" + host.String()
-	out, err := etcdctl(t, pkiDir, endpoint, "put", "vnet", "works")
+	out, err := testenv.Etcdctl(t, pkiDir, endpoint, "put", "vnet", "works")
 	require.NoError(t, err, out)
-	out, err = etcdctl(t, pkiDir, endpoint, "get", "vnet", "--print-value-only", "--consistency=l")
+	out, err = testenv.Etcdctl(t, pkiDir, endpoint, "get", "vnet", "--print-value-only", "--consistency=l")
 	require.NoError(t, err, out)
 	assert.Equal(t, "works", out)
-	out, err = etcdctl(t, pkiDir, endpoint, "member", "list", "--write-out=simple")
+	out, err = testenv.Etcdctl(t, pkiDir, endpoint, "member", "list", "--write-out=simple")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, name)
 	st := n.Stats()
@@ -138,24 +135,4 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 	})
 	require.NoError(t, err)
 	return pkiDir, img
-}
-
-// etcdctl runs upstream etcdctl against endpoint with the admin
-// certificate from pkiDir.
-func etcdctl(t *testing.T, pkiDir, endpoint string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	full := append([]string{
-		"--endpoints=" + endpoint,
-		"--cacert=" + filepath.Join(pkiDir, "ca.crt"),
-		"--cert=" + filepath.Join(pkiDir, "admin.crt"),
-		"--key=" + filepath.Join(pkiDir, "admin.key"),
-		"--command-timeout=10s",
-	}, args...)
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, testenv.Bin(t, "etcdctl"), full...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
 }
