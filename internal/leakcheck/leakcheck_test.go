@@ -39,7 +39,14 @@ func TestGoroutines(t *testing.T) {
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() { parked(done); close(ended) }()
 
-	found := goroutines(0, []string{name})
+	// The goroutine is parked once a dump shows it; wait for that.
+	var found []string
+	for deadline := time.Now().Add(5 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		found = goroutines(0, []string{name})
+		if len(found) == 0 {
+			time.Sleep(time.Millisecond) // polling interval, bounded by the deadline
+		}
+	}
 	require.Len(t, found, 1, "goroutines() = %q, want the parked one", found)
 	assert.Contains(t, found[0], name)
 
