@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -88,10 +89,17 @@ func startCluster(t *testing.T, cfg cluster.Config, n int) *running {
 	if c != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
+				keep := keepDir(t)
 				for _, node := range r.Nodes() {
 					if vm, err := r.VM(node.Name); err == nil {
 						t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
+						if keep != "" {
+							_ = os.WriteFile(filepath.Join(keep, node.Name+".console.log"), []byte(vm.Console()), 0o644)
+						}
 					}
+				}
+				if keep != "" {
+					t.Logf("whole consoles kept in %s", keep)
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -104,6 +112,17 @@ func startCluster(t *testing.T, cfg cluster.Config, n int) *running {
 	require.NoError(t, err)
 	t.Logf("up: %d voting members after %s", n, time.Since(start).Round(time.Second))
 	return r
+}
+
+// keepDir makes a directory outside the test's temporary ones, for what a
+// failed test leaves to read afterwards; "" when it cannot.
+func keepDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "etcdbox-e2e-failed-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Logf("keep consoles: %v", err)
+		return ""
+	}
+	return dir
 }
 
 // nodeAPI returns a client of node's API, closed when the test ends.
