@@ -5,7 +5,8 @@
 # Needs `make deps build`. Knobs (environment):
 #   BENCH_RUNS   builds timed by the build section (default 5)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
-#   BENCH_ONLY   space-separated sections to run (default: build boot cluster)
+#   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
+#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade)
 # A new section is a function here plus, for Go, a program under bench/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +37,17 @@ section_cluster() {
 	go run ./bench/cluster -image "$out/cluster.img" -sysroot "$sysroot"
 }
 
+# Issue 5: a rolling upgrade of three nodes (total, per node, longest write
+# gap) against one node's plain reboot, and a bad slot's way back.
+section_upgrade() {
+	echo "== rolling upgrade of 3 nodes vs a plain reboot, and from a bad slot's boot back to the old slot"
+	go build -o "$out/bench-upgrade" ./bench/upgrade
+	"$out/bench-upgrade" -sysroot "$sysroot" -etcd bin/etcd -init bin/init \
+		-bad "${BENCH_BAD-panic,nomod}" -work "$out/upgrade"
+}
+
 start=$(date +%s)
-for s in ${BENCH_ONLY:-build boot cluster}; do
+for s in ${BENCH_ONLY:-build boot cluster upgrade}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/etcdbox/etcdbox/rollout"
+)
+
+// step is one node's part of the roll, from its record in etcd.
+type step struct {
+	node string
+	// total is the record's Started to Updated (state done); stage the
+	// part before the reboot request (snapshot, pull, slot write), back
+	// the part after it (reboot, health gate with its settle time, until
+	// blessed).
+	total, stage, back time.Duration
+}
+
+// roll is what the rolling upgrade measured.
+type roll struct {
+	total  time.Duration
+	steps  []step
+	writer writerFigures
+}
+
+// rebootClock is a node API that notes when the roll asks the node to
+// reboot, which splits its step in two.
+type rebootClock struct {
+	rollout.NodeAPI
+	mu *sync.Mutex
+	at map[string]time.Time
+	// node is the key of at.
+	node string
+}
+
+func (c rebootClock) Reboot(ctx context.Context) error {
+	c.mu.Lock()
+	c.at[c.node] = time.Now()
+	c.mu.Unlock()
+	return c.NodeAPI.Reboot(ctx)
+}
+
+// roll pushes the v2 tarball and rolls it over the cluster under the
+// writer.
+func (r *rig) roll(ctx context.Context, v2 string, stdout io.Writer) (roll, error) {
+	var out roll
+	img, err := tarball.ImageFromPath(v2, nil)
+	if err != nil {
+		return out, fmt.Errorf("read %s: %w", v2, err)
+	}
+	ref, err := r.c.Push(ctx, img)
+	if err != nil {
+		return out, fmt.Errorf("push %s: %w", v2, err)
+	}
+	if _, err := r.waitReady(ctx); err != nil {
+		return out, fmt.Errorf("before the roll: %w", err)
+	}
+	var mu sync.Mutex
+	rebootAt := map[string]time.Time{}
+	var nodes []rollout.Node
+	for _, n := range r.nodes {
+		n.API = rebootClock{NodeAPI: n.API, mu: &mu, at: rebootAt, node: n.Name}
+		nodes = append(nodes, n)
+	}
+	roller := &rollout.Roll{
+		Image: ref, Nodes: nodes, Etcd: r.etcd, By: "bench", Poll: r.poll, ReadyWait: readyDeadline,
+		Log: func(format string, args ...any) { r.log("roll: "+format, args...) },
+	}
+	w, err := r.startWriter(ctx)
+	if err != nil {
+		return out, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, rollDeadline)
+	defer cancel()
+	start := time.Now()
+	err = roller.Run(rctx)
+	out.total = time.Since(start)
+	out.writer = r.stopWriter(w)
+	if err != nil {
+		return out, fmt.Errorf("roll of %s: %w", v2Version, err)
+	}
+
+	st, err := rollout.ReadStatus(ctx, r.etcd)
+	if err != nil {
+		return out, fmt.Errorf("roll records: %w", err)
+	}
+	fmt.Fprintf(stdout, "rolling upgrade %s -> %s of %d nodes (followers first, the leader last), under the writer:\n", v1Version, v2Version, len(r.nodes))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, rec := range st.Records {
+		if rec.Image != ref || rec.State != rollout.StateDone {
+			fmt.Fprintf(stdout, "  %s: record in state %s for %s, not counted\n", rec.Name, rec.State, rec.Image)
+			continue
+		}
+		s := step{node: rec.Name, total: rec.Updated.Sub(rec.Started)}
+		if at, ok := rebootAt[rec.Name]; ok {
+			s.stage, s.back = at.Sub(rec.Started), rec.Updated.Sub(at)
+		}
+		out.steps = append(out.steps, s)
+		fmt.Fprintf(stdout, "  %s: %s (snapshot + staging %s, reboot request -> blessed healthy voter %s)\n",
+			s.node, secs(s.total), secs(s.stage), secs(s.back))
+	}
+	f := rollSummary(out.steps)
+	fmt.Fprintf(stdout, "  roll, total:             %s\n", secs(out.total))
+	fmt.Fprintf(stdout, "  roll, per node:          %s\n", f.total.Format("%.1fs"))
+	fmt.Fprintf(stdout, "  roll, reboot -> blessed: %s (the settle time %s included)\n", f.back.Format("%.1fs"), upgradeSettings.Settle)
+	fmt.Fprintf(stdout, "  writer during the roll: %s\n", out.writer)
+	return out, nil
+}
