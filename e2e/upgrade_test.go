@@ -101,11 +101,12 @@ func newRoll(t *testing.T, c *cluster.Cluster, ref string) *rollout.Roll {
 //     continuous writer: every node ends on the new slot, blessed; the
 //     writer's history is linearizable (porcupine), and the cluster
 //     version rises only after the last member moved;
-//   - three bad images, each rolled like a good one: a broken etcd (the
-//     gate fails), a kernel that cannot find DATA (virtio_blk missing),
-//     and a command line that panics. Each time the first node returns to
-//     its old slot by itself, the roll stops with the reason, and the
-//     cluster is healthy;
+//   - five bad images, each rolled like a good one: a broken etcd (the
+//     gate fails), a kernel that cannot find DATA (virtio_blk missing), a
+//     command line that panics, an init that hangs (the watchdog resets
+//     the machine) and an init that exits (the kernel panics). Each time
+//     the first node returns to its old slot by itself, the roll stops
+//     with the reason, and the cluster is healthy;
 //   - back to the previous minor (v3): the roll enables etcd's downgrade
 //     first, every node ends on the new slot, and the data is all there.
 func TestRollingUpgrade(t *testing.T) {
@@ -125,6 +126,9 @@ func TestRollingUpgrade(t *testing.T) {
 	require.Len(t, drivers, len(image.DefaultDrivers)-1, "the default set names virtio_blk")
 	buildBadImage(t, initBin, "e2e-bad-nomod", img("bad-nomod.tar"), drivers, "")
 	buildBadImage(t, initBin, "e2e-bad-panic", img("bad-panic.tar"), nil, "rdinit=/nonexistent")
+	// The test-hook init hangs, or exits, before it starts etcd.
+	buildBadImage(t, initBin, "e2e-bad-hang", img("bad-hang.tar"), nil, "etcdbox.test.hang=start-etcd")
+	buildBadImage(t, initBin, "e2e-bad-crash", img("bad-crash.tar"), nil, "etcdbox.test.crash=start-etcd")
 
 	// One try: a slot that fails its first boot is given up, so the
 	// firmware's next boot is the old slot.
@@ -203,6 +207,8 @@ func TestRollingUpgrade(t *testing.T) {
 		{"broken etcd fails the gate", "bad-etcd.tar", "etcdbox: slot a rolled back: ", "", `slot a: (gate|init) failed: `},
 		{"missing virtio_blk fails the init", "bad-nomod.tar", "etcdbox: fatal: ", "", `slot a: bad, no reason recorded`},
 		{"panicking command line", "bad-panic.tar", "Kernel panic", "rdinit=/nonexistent", `slot a: bad, no reason recorded`},
+		{"hung init: the watchdog resets", "bad-hang.tar", "test hook: hanging before start etcd", "etcdbox.test.hang=start-etcd", `slot a: bad, no reason recorded`},
+		{"crashed init: the kernel panics", "bad-crash.tar", "Attempted to kill init", "etcdbox.test.crash=start-etcd", `slot a: bad, no reason recorded`},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,7 +247,17 @@ func TestRollingUpgrade(t *testing.T) {
 			old, err := vm.WaitConsole(ctx, f.Next, "Command line: ")
 			require.NoError(t, err)
 			assert.Contains(t, old.Line, "etcdbox.slot=b", "the firmware booted the old slot next")
-			assert.NotContains(t, old.Line, "rdinit=", "the old slot keeps its own command line")
+			assert.NotContains(t, old.Line, tt.options, "the old slot keeps its own command line")
+			if strings.Contains(tt.options, "hang") {
+				// Between the hang and the next boot: the watchdog left
+				// unfed, and no shutdown, rollback or restart of the
+				// init's or the kernel's: the watchdog reset the machine.
+				between := vm.Console()[f.Next:old.Offset]
+				assert.Contains(t, between, "watchdog: not feeding")
+				for _, s := range []string{"shutdown", "rolled back", "reboot:", "Kernel panic"} {
+					assert.NotContains(t, between, s, "between the hang and the next boot")
+				}
+			}
 
 			// The cluster is healthy, every node still on v2.
 			c2 := waitClusterHealthy(t, r, 3*time.Minute)

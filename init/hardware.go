@@ -19,7 +19,7 @@ func (n *node) armWatchdog(context.Context) error {
 	if _, err := os.Stat("/dev/watchdog"); err != nil {
 		return fmt.Errorf("no hardware watchdog: %w", err)
 	}
-	w := &power.Watchdog{Timeout: 30 * time.Second, Log: n.log.Printf}
+	w := &power.Watchdog{Timeout: 30 * time.Second, Healthy: watchdogHealthy, Log: n.log.Printf}
 	if err := w.Start(); err != nil {
 		return err
 	}

@@ -47,8 +47,15 @@ type step struct {
 
 func (s step) String() string { return s.name }
 
-// startTestHooks is set only in test images (testhooks.go).
-var startTestHooks func(ctx context.Context, n *node)
+// Set only in test images (testhooks.go): startTestHooks serves the test
+// hooks once the node is up; beforeStep may inject a fault before a boot
+// step (a hang or a crash of the init, named on the kernel command line);
+// watchdogHealthy, when set, says whether the watchdog is still fed.
+var (
+	startTestHooks  func(ctx context.Context, n *node)
+	beforeStep      func(n *node, step string)
+	watchdogHealthy func() bool
+)
 
 // errWait marks errors an operator must act on: the node reports them and
 // waits instead of rebooting into the same failure.
@@ -106,6 +113,9 @@ func (n *node) boot(ctx context.Context) error {
 		step{"serve the node API", true, n.serveAPI},
 	)
 	for _, s := range steps {
+		if beforeStep != nil {
+			beforeStep(n, s.name)
+		}
 		start := time.Now()
 		if err := s.run(ctx); err != nil {
 			if s.optional {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,7 +20,33 @@ import (
 // testHookPort serves the hooks, plain HTTP, inside the guest.
 const testHookPort = ":9999"
 
+// Faults a test image injects before a boot step, named on the kernel
+// command line by the step's name with dashes for spaces:
+//
+//	etcdbox.test.hang=start-etcd   the init hangs: it stops feeding the
+//	                               watchdog and does nothing more, so the
+//	                               watchdog resets the machine
+//	etcdbox.test.crash=start-etcd  the init exits, and the kernel panics
+const (
+	hangKey  = "etcdbox.test.hang"
+	crashKey = "etcdbox.test.crash"
+)
+
 func init() {
+	var hung atomic.Bool
+	watchdogHealthy = func() bool { return !hung.Load() }
+	beforeStep = func(n *node, step string) {
+		slug := strings.ReplaceAll(step, " ", "-")
+		switch {
+		case n.cmdline[hangKey] == slug:
+			n.log.Printf("test hook: hanging before %s: the watchdog is no longer fed", step)
+			hung.Store(true)
+			select {}
+		case n.cmdline[crashKey] == slug:
+			n.log.Printf("test hook: the init exits before %s", step)
+			os.Exit(3)
+		}
+	}
 	startTestHooks = func(ctx context.Context, n *node) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) {
