@@ -36,5 +36,18 @@
 // risen yet and logs that rolling back by slot swap stops being safe
 // after it. An image with etcd one minor lower starts with etcd's
 // downgrade API (validate, then enable), which lowers the cluster
-// version, before any node moves.
+// version, before any node moves; each node then moves only once its
+// member reports its storage version at the older minor (waitStorage),
+// since an older etcd refuses a newer storage schema.
+//
+// Why the roll runs in the CLI and not in the nodes' agents (the issue
+// has nodes take the lock themselves): the checks, the order, the lock
+// and the records are the same, but one process sees the whole cluster,
+// so the leader-last order, the point of no return and the downgrade
+// switch are decided in one place instead of by each node racing for the
+// lock; a roll stops for good at the first rollback instead of the next
+// node trying; --abort and --status are a key in etcd either way; and a
+// node never replaces its own slot unless an operator's command asked it
+// to, now. The lock's lease (60 s) frees it when the CLI dies, and the
+// records let the next `etcdbox upgrade` resume where it stopped.
 package rollout
