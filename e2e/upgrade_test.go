@@ -161,14 +161,7 @@ func TestRollingUpgrade(t *testing.T) {
 			rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond))
 		assert.Positive(t, res.Acked)
 
-		for _, n := range c.Nodes() {
-			st, err := nodeAPI(t, c, n).Status(t.Context())
-			require.NoError(t, err)
-			assert.Equal(t, "b", st.Slot, "%s booted slot", n.Name)
-			assert.True(t, st.Blessed, "%s blessed", n.Name)
-			assert.Equal(t, "e2e-v2", st.Version, "%s image version", n.Name)
-			assert.Equal(t, cur, st.EtcdVersion, "%s etcd", n.Name)
-		}
+		assertAllOn(t, c, "b", "e2e-v2", cur)
 		assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is linearizable: no acknowledged write lost")
 
 		// The cluster version: the previous minor for as long as any
@@ -294,17 +287,24 @@ func TestRollingUpgrade(t *testing.T) {
 		mu.Unlock()
 		assert.Contains(t, all, "enabling etcd's downgrade to "+prevMinor.String())
 		assert.Less(t, strings.Index(all, "enabling etcd's downgrade"), strings.Index(all, "staging "), "the downgrade is enabled before any node stages")
-		for _, n := range c.Nodes() {
-			st, err := nodeAPI(t, c, n).Status(t.Context())
-			require.NoError(t, err)
-			assert.Equal(t, "a", st.Slot, "%s booted slot", n.Name)
-			assert.True(t, st.Blessed, "%s blessed", n.Name)
-			assert.Equal(t, "e2e-v3", st.Version, "%s image version", n.Name)
-			assert.Equal(t, prev, st.EtcdVersion, "%s etcd", n.Name)
-		}
+		assertAllOn(t, c, "a", "e2e-v3", prev)
 		assert.Equal(t, prevMinor.String()+".0", clusterVersion(t, c))
 		assert.Equal(t, final, readKeys(t, c), "the writer's keys read back as the first roll left them")
 	})
+}
+
+// assertAllOn checks that every node booted slot, blessed, and runs the
+// image version with etcd.
+func assertAllOn(t *testing.T, c *cluster.Cluster, slot, version, etcd string) {
+	t.Helper()
+	for _, n := range c.Nodes() {
+		st, err := nodeAPI(t, c, n).Status(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, slot, st.Slot, "%s booted slot", n.Name)
+		assert.True(t, st.Blessed, "%s blessed", n.Name)
+		assert.Equal(t, version, st.Version, "%s image version", n.Name)
+		assert.Equal(t, etcd, st.EtcdVersion, "%s etcd", n.Name)
+	}
 }
 
 // etcdModuleVersion is the pinned etcd's version, from bin/etcd's build
