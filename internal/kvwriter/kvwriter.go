@@ -11,13 +11,13 @@ package kvwriter
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"strconv"
 	"sync"
 	"time"
 
-	"crypto/tls"
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
