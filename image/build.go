@@ -45,7 +45,7 @@ type Config struct {
 	Init string
 	// Bootloader is systemd-boot's EFI binary (raw format only).
 	Bootloader string
-	// ToolsRoot is the root e2fsprogs, /etc/mke2fs.conf and their shared
+	// ToolsRoot is the root e2fsprogs, fsck.fat, /etc/mke2fs.conf and their shared
 	// libraries are taken from; empty means the host ("/").
 	ToolsRoot string
 	// Cmdline holds extra kernel command-line arguments for the boot entry.

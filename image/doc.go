@@ -2,7 +2,7 @@
 // reproducibly: no mounts, loop devices or mkfs, and the same inputs with
 // the same SOURCE_DATE_EPOCH give the same bytes.
 //
-// A build assembles one root filesystem (init, etcd, e2fsprogs with their
+// A build assembles one root filesystem (init, etcd, e2fsprogs and fsck.fat with their
 // shared libraries, the kernel modules of a driver set, /etc) and writes
 // it as a gzip-compressed newc initramfs. FormatRaw puts that initramfs,
 // the kernel and systemd-boot on a FAT32 ESP in a GPT disk with an empty

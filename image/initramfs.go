@@ -12,9 +12,14 @@ import (
 	"path/filepath"
 )
 
-// e2fsprogs are the programs init runs to create, check and grow the DATA
-// filesystem; they come from cfg.ToolsRoot with their shared libraries.
-var e2fsprogs = []string{"mke2fs", "e2fsck", "resize2fs"}
+// diskTools are the programs init runs on its disk, with the package
+// that has them: e2fsprogs to create, check and grow the DATA filesystem,
+// dosfstools' fsck.fat to repair the ESP after a power cut. They come from
+// cfg.ToolsRoot with their shared libraries.
+var diskTools = []struct{ name, pkg string }{
+	{"mke2fs", "e2fsprogs"}, {"e2fsck", "e2fsprogs"}, {"resize2fs", "e2fsprogs"},
+	{"fsck.fat", "dosfstools"},
+}
 
 // rootTree assembles the root filesystem of a node, laid out as in the
 // "Initramfs layout" contract. It is the initramfs and also the root of
@@ -86,14 +91,15 @@ func checkStatic(file string) error {
 	return nil
 }
 
-// addE2fsprogs adds mke2fs, e2fsck and resize2fs at /usr/sbin, the
-// libraries and loader they need, and /etc/mke2fs.conf.
+// addE2fsprogs adds the diskTools at /usr/sbin, the libraries and loader
+// they need, and /etc/mke2fs.conf.
 func addE2fsprogs(t *tree, root string) error {
 	if root == "" {
 		root = "/"
 	}
 	var bins []string
-	for _, name := range e2fsprogs {
+	for _, tool := range diskTools {
+		name := tool.name
 		found := ""
 		for _, dir := range []string{"/usr/sbin", "/sbin"} {
 			if h, err := resolveIn(root, path.Join(dir, name)); err == nil {
@@ -105,7 +111,7 @@ func addE2fsprogs(t *tree, root string) error {
 			}
 		}
 		if found == "" {
-			return fmt.Errorf("e2fsprogs: %s not found in /usr/sbin or /sbin under %s (install e2fsprogs)", name, root)
+			return fmt.Errorf("e2fsprogs: %s not found in /usr/sbin or /sbin under %s (install %s)", name, root, tool.pkg)
 		}
 		bins = append(bins, found)
 	}

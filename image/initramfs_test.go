@@ -250,3 +250,38 @@ func TestInitramfsSeed(t *testing.T) {
 	assert.Equal(t, cfg.Seed, n.src)
 	assert.Equal(t, fs.FileMode(0o600), n.mode, "the seed may hold keys")
 }
+
+// TestInitramfsFsckFat runs what init runs on the ESP before mounting it,
+// inside the initramfs: fsck.fat repairs a FAT32 left dirty (as by a power
+// cut) and then finds it clean.
+func TestInitramfsFsckFat(t *testing.T) {
+	root, _ := unpackedInitrd(t)
+	img := filepath.Join(root, "scratch-esp.img")
+	t.Cleanup(func() { os.Remove(img) })
+	out, err := exec.Command("mkfs.fat", "-F", "32", "-C", img, "65536").CombinedOutput()
+	require.NoError(t, err, "mkfs.fat: %s", out)
+	chroot(t, root, "/usr/sbin/fsck.fat", "-n", "/scratch-esp.img")
+
+	markDirty(t, img)
+	out, err = exec.Command("chroot", root, "/usr/sbin/fsck.fat", "-a", "-w", "/scratch-esp.img").CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "fsck.fat -a on a dirty volume: %s", out)
+	assert.Equal(t, 1, ee.ExitCode(), "errors found and repaired: %s", out)
+	assert.Contains(t, string(out), "Dirty bit")
+	chroot(t, root, "/usr/sbin/fsck.fat", "-n", "/scratch-esp.img")
+}
+
+// markDirty sets the dirty bit of a FAT32 boot sector, as Linux does while
+// a volume is mounted.
+func markDirty(t *testing.T, img string) {
+	t.Helper()
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, 0x41)
+	require.NoError(t, err)
+	b[0] |= 1
+	_, err = f.WriteAt(b, 0x41)
+	require.NoError(t, err)
+}

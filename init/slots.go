@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/storage"
+	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
 // espMount is where the init mounts the ESP, read-write: the slots live
@@ -24,6 +27,7 @@ func (n *node) mountESP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("find ESP: %w", err)
 	}
+	n.checkESP(ctx, fsckFAT, dev)
 	if err := os.MkdirAll(espMount, 0o700); err != nil {
 		return err
 	}
@@ -38,6 +42,42 @@ func (n *node) mountESP(ctx context.Context) error {
 	}
 	n.log.Printf("slots: booted %s; %s", n.bootedSlot(), describeSlots(st))
 	return nil
+}
+
+// fsckFAT is dosfstools' checker in the initramfs.
+const fsckFAT = "/usr/sbin/fsck.fat"
+
+// fsckTimeout bounds the check of the ESP (well under a second for its
+// dozen files, even in software emulation).
+const fsckTimeout = 2 * time.Minute
+
+// checkESP runs fsck.fat -a (repair what it can, ask nothing) on the ESP
+// before it is mounted. The slots' protocol writes and renames files on
+// FAT, and vfat's rename is not atomic: a power cut can leave two names
+// for one file, a lost chain, or a wrong free count, and the kernel's vfat
+// would then write over clusters a boot file still uses. Whatever the
+// check says is logged and the ESP is mounted anyway: the firmware boots
+// from it regardless, and the slot state read next decides what to do.
+func (n *node) checkESP(ctx context.Context, bin, dev string) {
+	ctx, cancel := context.WithTimeout(ctx, fsckTimeout)
+	defer cancel()
+	cmd := exec.Command(bin, "-a", "-w", dev)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "LANG=C"}
+	out, err := supervise.CombinedOutput(ctx, cmd)
+	var ee *supervise.ExitError
+	switch {
+	case err == nil:
+		return
+	case errors.As(err, &ee) && ee.Signal == 0 && ee.Code == 1:
+		n.log.Printf("ESP %s: fsck.fat repaired it: %s", dev, oneLine(out))
+	default:
+		n.log.Printf("ESP %s: fsck.fat: %v: %s (mounting it anyway)", dev, err, oneLine(out))
+	}
+}
+
+// oneLine joins a program's output lines for the log.
+func oneLine(b []byte) string {
+	return strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' }), " | ")
 }
 
 // bootedSlot is the slot the kernel command line names.
