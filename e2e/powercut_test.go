@@ -110,6 +110,10 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	m, err := vm.WaitConsole(ctx, 0, "Command line: ")
 	require.NoError(t, err)
 	assert.Contains(t, m.Line, "etcdbox.slot=a", "after the cut the firmware boots the old slot")
+	// The ESP was mounted read-write at the cut, so it is dirty; the init
+	// repairs it before mounting it.
+	_, err = vm.WaitConsole(ctx, m.Next, "fsck.fat repaired it")
+	require.NoError(t, err)
 	api = nodeAPI(t, c, node)
 	st = waitHealthy(ctx, t, api)
 	assert.Equal(t, "a", st.Slot, "back on the old slot")
