@@ -240,7 +240,9 @@ func TestRollingUpgrade(t *testing.T) {
 			old, err := vm.WaitConsole(ctx, f.Next, "Command line: ")
 			require.NoError(t, err)
 			assert.Contains(t, old.Line, "etcdbox.slot=b", "the firmware booted the old slot next")
-			assert.NotContains(t, old.Line, tt.options, "the old slot keeps its own command line")
+			if tt.options != "" {
+				assert.NotContains(t, old.Line, tt.options, "the old slot keeps its own command line")
+			}
 			if strings.Contains(tt.options, "hang") {
 				// Between the hang and the next boot: the watchdog left
 				// unfed, and no shutdown, rollback or restart of the
