@@ -137,7 +137,12 @@ func lastRollback(esp slot.FS, ss slot.State, booted string) string {
 	if why := strings.TrimSpace(string(b)); err == nil && why != "" {
 		return "slot " + other + ": " + why
 	}
-	return "slot " + other + ": bad, no reason recorded (kernel panic, hang or crash loop)"
+	const none = ": bad, no reason recorded (kernel panic, hang or crash loop)"
+	b, err = esp.ReadFile(reachedRecord(other))
+	if step := strings.TrimSpace(string(b)); err == nil && step != "" {
+		return "slot " + other + none + "; its last boot reached " + strconv.Quote(step)
+	}
+	return "slot " + other + none + "; its last boot never mounted the ESP (the kernel, a missing disk driver, or the init before that step)"
 }
 
 func slotState(s slot.Slot) string {
@@ -244,9 +249,12 @@ func (a *apiNode) stage(ref string) error {
 		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
 	}
 	target := slot.Other(booted)
-	// A new try of the slot starts without the old reason it failed.
-	if err := n.esp.Remove(failedRecord(target)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", failedRecord(target), err)
+	// A new try of the slot starts without the old reason it failed, or
+	// the step its last boot reached.
+	for _, rec := range []string{failedRecord(target), reachedRecord(target)} {
+		if err := n.esp.Remove(rec); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", rec, err)
+		}
 	}
 	// The new slot boots with the booted slot's command line (Stage sets
 	// its etcdbox.slot) less the extras the booted slot's image brought,

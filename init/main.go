@@ -113,6 +113,7 @@ func (n *node) boot(ctx context.Context) error {
 		step{"serve the node API", true, n.serveAPI},
 	)
 	for _, s := range steps {
+		n.noteReached(s.name)
 		if beforeStep != nil {
 			beforeStep(n, s.name)
 		}
@@ -126,5 +127,6 @@ func (n *node) boot(ctx context.Context) error {
 		}
 		n.log.Printf("%s: done in %s", s, time.Since(start).Round(time.Millisecond))
 	}
+	n.noteReached("the health gate")
 	return nil
 }

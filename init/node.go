@@ -40,10 +40,13 @@ type node struct {
 
 	dog    watchdog // nil without a hardware watchdog
 	powerc chan shutdownRequest
-	esp    slot.Dir    // the mounted ESP, "" without one
-	api    *api.Server // the node API, nil until it serves
-	start  time.Time
-	once   sync.Once
+	esp    slot.Dir // the mounted ESP, "" without one
+	// probation: the booted slot was on probation when the ESP was
+	// mounted; its boot steps are noted there (noteReached).
+	probation bool
+	api       *api.Server // the node API, nil until it serves
+	start     time.Time
+	once      sync.Once
 
 	mu       sync.Mutex
 	member   etcdMember            // as last started (or planned)

@@ -41,6 +41,7 @@ func (n *node) mountESP(ctx context.Context) error {
 		return err
 	}
 	n.log.Printf("slots: booted %s; %s", n.bootedSlot(), describeSlots(st))
+	n.probation = n.onProbation()
 	return nil
 }
 
@@ -78,6 +79,23 @@ func (n *node) checkESP(ctx context.Context, bin, dev string) {
 // oneLine joins a program's output lines for the log.
 func oneLine(b []byte) string {
 	return strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' }), " | ")
+}
+
+// reachedRecord is the ESP file where a slot on probation notes each boot
+// step it starts, so that the old slot, booted again after a failure that
+// left no reason (a panic, a hang, a crash of the init), can say how far
+// the failed boot got (Status.LastRollback). Staging removes it.
+func reachedRecord(slot string) string { return "etcdbox/" + slot + ".reached" }
+
+// noteReached records that the booted slot, on probation, starts step. It
+// costs one small write on the ESP per step, only while on probation.
+func (n *node) noteReached(step string) {
+	if !n.probation {
+		return
+	}
+	if err := n.esp.WriteFile(reachedRecord(n.bootedSlot()), strings.NewReader(step+"\n")); err != nil {
+		n.log.Printf("slots: note step %q of slot %s: %v", step, n.bootedSlot(), err)
+	}
 }
 
 // bootedSlot is the slot the kernel command line names.

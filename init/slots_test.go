@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/init/slot"
 )
 
 // TestCheckESP runs the host's fsck.fat, as the init runs its own, on a
@@ -44,4 +47,24 @@ func TestCheckESP(t *testing.T) {
 	n = newNode()
 	n.checkESP(t.Context(), filepath.Join(t.TempDir(), "no-fsck"), img)
 	assert.Contains(t, strings.Join(n.ring.Lines(), "\n"), "(mounting it anyway)")
+}
+
+// TestNoteReached checks that a slot on probation notes each step on the
+// ESP, and that a blessed one writes nothing there.
+func TestNoteReached(t *testing.T) {
+	n := newNode()
+	n.esp = slot.Dir(t.TempDir())
+	require.NoError(t, os.MkdirAll(filepath.Join(string(n.esp), "etcdbox"), 0o755))
+	n.cmdline = map[string]string{"etcdbox.slot": "b"}
+
+	n.noteReached("prepare DATA")
+	_, err := n.esp.ReadFile(reachedRecord("b"))
+	assert.ErrorIs(t, err, fs.ErrNotExist, "a blessed slot notes nothing")
+
+	n.probation = true
+	n.noteReached("prepare DATA")
+	n.noteReached("start etcd")
+	b, err := n.esp.ReadFile(reachedRecord("b"))
+	require.NoError(t, err)
+	assert.Equal(t, "start etcd\n", string(b))
 }
