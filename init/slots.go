@@ -41,7 +41,7 @@ func (n *node) mountESP(ctx context.Context) error {
 		return err
 	}
 	n.log.Printf("slots: booted %s; %s", n.bootedSlot(), describeSlots(st))
-	n.probation = n.onProbation()
+	n.probation = n.probationIn(st)
 	return nil
 }
 
@@ -112,6 +112,12 @@ func (n *node) onProbation() bool {
 	if err != nil {
 		return false
 	}
+	return n.probationIn(st)
+}
+
+// probationIn reports whether the booted slot's entry in st still carries
+// a try counter.
+func (n *node) probationIn(st slot.State) bool {
 	s, ok := st.Slots[n.bootedSlot()]
 	return ok && s.Entry != nil && s.Entry.Name.Counted
 }
