@@ -48,8 +48,14 @@ type Config struct {
 	ExtraDisks []string
 	// MAC is the NIC's address; nil derives one from Name (see MAC).
 	MAC net.HardwareAddr
-	// Accel is "kvm", "tcg", or "" to use KVM when it works (see Accel).
+	// Accel is "kvm", "tcg", or "auto" or "" for $ETCDBOX_ACCEL, else KVM
+	// when a test guest proves it works (see ChooseAccel).
 	Accel string
+	// CPU is QEMU's CPU model; default "host" under KVM, "max" under TCG
+	// (both have RDRAND; "qemu64" has not).
+	CPU string
+	// NoRNG leaves out the virtio-rng-pci device every VM gets otherwise.
+	NoRNG bool
 	// Args are appended to QEMU's command line verbatim.
 	Args []string
 }
@@ -148,9 +154,9 @@ func (c Config) withDefaults() (Config, error) {
 		errs = multierror.Append(errs, fmt.Errorf("mac %q: want 6 bytes", c.MAC))
 	}
 	switch c.Accel {
-	case "", "kvm", "tcg":
+	case "", AccelAuto, AccelKVM, AccelTCG:
 	default:
-		errs = multierror.Append(errs, fmt.Errorf("accel %q: want kvm, tcg or empty", c.Accel))
+		errs = multierror.Append(errs, fmt.Errorf("accel %q: want auto, kvm or tcg", c.Accel))
 	}
 	fw := make([]Forward, len(c.Forwards))
 	for i, f := range c.Forwards {
@@ -227,13 +233,26 @@ func (c Config) args(accel string, d disk) []string {
 		a = append(a, "-drive", "if=none,id="+id+",file="+escape(d)+",format=raw,readonly=on",
 			"-device", "virtio-blk-pci,drive="+id)
 	}
+	if !c.NoRNG {
+		// A hardware random source: without RDRAND (older CPU models,
+		// some hypervisors) the guest would wait for entropy.
+		a = append(a, "-device", "virtio-rng-pci")
+	}
+	cpu := c.CPU
 	switch accel {
-	case "kvm":
-		a = append(a, "-accel", "kvm", "-cpu", "host")
+	case AccelKVM:
+		a = append(a, "-accel", "kvm", "-cpu", or(cpu, "host"))
 	default:
-		a = append(a, "-accel", "tcg,thread=multi", "-cpu", "max")
+		a = append(a, "-accel", "tcg,thread=multi", "-cpu", or(cpu, "max"))
 	}
 	return append(a, c.Args...)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func (c Config) netdev() string {

@@ -31,6 +31,8 @@ type VM struct {
 	dir  string
 	pid  int
 	cfg  Config // resolved by Start; zero for an attached VM
+	// accel is the accelerator Start chose ("" for an attached VM).
+	accel string
 
 	cmd     *exec.Cmd // nil for an attached VM
 	done    chan struct{}
@@ -53,10 +55,11 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if old, err := Attach(c.Dir); err == nil {
 		return nil, fmt.Errorf("vm %s in %s (pid %d): %w", c.Name, c.Dir, old.PID(), ErrRunning)
 	}
-	accel := c.Accel
-	if accel == "" {
-		accel = Accel()
+	choice, err := ChooseAccel(ctx, c.Accel)
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
 	}
+	accel := choice.Accel
 	if err := copyOnce(filepath.Join(c.Dir, varsFile), c.OVMFVars); err != nil {
 		return nil, fmt.Errorf("vm %s: copy UEFI variables: %w", c.Name, err)
 	}
@@ -91,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vm %s: start qemu: %w", c.Name, err)
 	}
-	v := &VM{name: c.Name, dir: c.Dir, pid: cmd.Process.Pid, cfg: c, cmd: cmd, done: make(chan struct{})}
+	v := &VM{name: c.Name, dir: c.Dir, pid: cmd.Process.Pid, cfg: c, accel: accel, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		v.waitErr = cmd.Wait()
 		close(v.done)
@@ -152,6 +155,9 @@ func (v *VM) Name() string { return v.name }
 
 // Dir returns the VM's work directory.
 func (v *VM) Dir() string { return v.dir }
+
+// Accel returns the accelerator the VM runs with ("" for an attached VM).
+func (v *VM) Accel() string { return v.accel }
 
 // PID returns the QEMU process id.
 func (v *VM) PID() int { return v.pid }

@@ -190,7 +190,7 @@ func (c *Cluster) boot(ctx context.Context, seedImg string, nodes ...Node) error
 				return
 			}
 			c.vms[n.Name] = vm
-			c.cfg.Log("%s: started at %s (pid %d, accel %s); console %s", n.Name, n.IP, vm.PID(), qemu.Accel(), vm.ConsolePath())
+			c.cfg.Log("%s: started at %s (pid %d, accel %s); console %s", n.Name, n.IP, vm.PID(), vm.Accel(), vm.ConsolePath())
 		}()
 	}
 	wg.Wait()

@@ -58,6 +58,12 @@ type Host struct {
 	// keeps its A record, to model a node the SRV records do not list
 	// (yet). See also Network.SetSRV.
 	SkipSRV bool
+	// Next, when valid, is the address of the host's next lease: a
+	// booting guest is offered Next instead of IP, and once it takes
+	// that lease, Next becomes IP (its A record and forwards follow).
+	// A running guest that renews keeps IP until then. This models a
+	// DHCP server that renumbers its clients: each moves on its next boot.
+	Next netip.Addr
 }
 
 // hostJSON is Host on the wire: the MAC as text.
@@ -66,11 +72,12 @@ type hostJSON struct {
 	MAC     string     `json:"mac"`
 	IP      netip.Addr `json:"ip"`
 	SkipSRV bool       `json:"skipSRV,omitempty"`
+	Next    netip.Addr `json:"next,omitzero"`
 }
 
 // MarshalJSON writes the MAC as 52:54:00:... text.
 func (h Host) MarshalJSON() ([]byte, error) {
-	return json.Marshal(hostJSON{Name: h.Name, MAC: h.MAC.String(), IP: h.IP, SkipSRV: h.SkipSRV})
+	return json.Marshal(hostJSON{Name: h.Name, MAC: h.MAC.String(), IP: h.IP, SkipSRV: h.SkipSRV, Next: h.Next})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -79,7 +86,7 @@ func (h *Host) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*h = Host{Name: j.Name, IP: j.IP, SkipSRV: j.SkipSRV}
+	*h = Host{Name: j.Name, IP: j.IP, SkipSRV: j.SkipSRV, Next: j.Next}
 	if j.MAC != "" {
 		mac, err := net.ParseMAC(j.MAC)
 		if err != nil {
@@ -257,14 +264,24 @@ func (r resolved) checkHost(h Host, others []Host) (Host, error) {
 	}
 	h.MAC = append(net.HardwareAddr(nil), h.MAC...)
 	h.IP = h.IP.Unmap()
+	h.Next = h.Next.Unmap()
+	if h.Next == h.IP {
+		h.Next = netip.Addr{}
+	}
 	last := broadcastOf(r.prefix)
-	switch {
-	case !r.prefix.Contains(h.IP):
-		return h, fmt.Errorf("host %s: ip %s: not in subnet %s", h.Name, h.IP, r.prefix)
-	case h.IP == r.prefix.Addr() || h.IP == last:
-		return h, fmt.Errorf("host %s: ip %s: the subnet's network or broadcast address", h.Name, h.IP)
-	case h.IP == r.gateway:
-		return h, fmt.Errorf("host %s: ip %s: the gateway's address", h.Name, h.IP)
+	for _, a := range []struct {
+		what string
+		ip   netip.Addr
+	}{{"ip", h.IP}, {"next ip", h.Next}} {
+		switch {
+		case a.what == "next ip" && !a.ip.IsValid():
+		case !r.prefix.Contains(a.ip):
+			return h, fmt.Errorf("host %s: %s %s: not in subnet %s", h.Name, a.what, a.ip, r.prefix)
+		case a.ip == r.prefix.Addr() || a.ip == last:
+			return h, fmt.Errorf("host %s: %s %s: the subnet's network or broadcast address", h.Name, a.what, a.ip)
+		case a.ip == r.gateway:
+			return h, fmt.Errorf("host %s: %s %s: the gateway's address", h.Name, a.what, a.ip)
+		}
 	}
 	for _, o := range others {
 		if o.Name == h.Name {
@@ -273,8 +290,10 @@ func (r resolved) checkHost(h Host, others []Host) (Host, error) {
 		if o.MAC.String() == h.MAC.String() {
 			return h, fmt.Errorf("host %s: mac %s: %w %s", h.Name, h.MAC, ErrConflict, o.Name)
 		}
-		if o.IP == h.IP {
-			return h, fmt.Errorf("host %s: ip %s: %w %s", h.Name, h.IP, ErrConflict, o.Name)
+		for _, mine := range []netip.Addr{h.IP, h.Next} {
+			if mine.IsValid() && (o.IP == mine || o.Next == mine) {
+				return h, fmt.Errorf("host %s: ip %s: %w %s", h.Name, mine, ErrConflict, o.Name)
+			}
 		}
 	}
 	return h, nil

@@ -29,6 +29,8 @@ type dhcpServer struct {
 	prefix                      netip.Prefix
 	leaseTime                   time.Duration
 	logf                        func(string, ...any)
+	// moved is told when a host takes the lease of its Next address.
+	moved                       func(h Host)
 	offers, acks, naks, ignored atomic.Uint64
 }
 
@@ -83,24 +85,44 @@ func (s *dhcpServer) reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 			return nil
 		}
 		s.offers.Add(1)
-		return s.lease(req, h, dhcpv4.MessageTypeOffer)
+		return s.lease(req, h, offered(h), dhcpv4.MessageTypeOffer)
 	case dhcpv4.MessageTypeRequest:
 		if sid := req.ServerIdentifier(); sid != nil && !sid.Equal(s.gateway.AsSlice()) {
 			s.ignored.Add(1) // the client chose another server
 			return nil
 		}
 		want := req.RequestedIPAddress()
-		if want == nil || want.IsUnspecified() {
+		renewing := want == nil || want.IsUnspecified()
+		if renewing {
 			want = req.ClientIPAddr // renewing or rebinding
 		}
-		if !known || !want.Equal(h.IP.AsSlice()) {
+		ip, ok := netip.AddrFromSlice(want.To4())
+		switch {
+		case !known:
+			ok = false
+		case h.Next.IsValid() && ip == h.Next:
+			// The guest takes its new address: from now on it is the
+			// host's address.
+			s.acks.Add(1)
+			s.logf("dhcp: lease %s to %s (%s), renumbered from %s", h.Next, h.Name, h.MAC, h.IP)
+			if s.moved != nil {
+				s.moved(h)
+			}
+			return s.lease(req, h, h.Next, dhcpv4.MessageTypeAck)
+		case h.Next.IsValid() && !renewing:
+			// A booting guest asks for its old address: it must move.
+			ok = false
+		default:
+			ok = ok && ip == h.IP
+		}
+		if !ok {
 			s.naks.Add(1)
 			s.logf("dhcp: nak %s for %s", want, req.ClientHWAddr)
 			return s.nak(req)
 		}
 		s.acks.Add(1)
 		s.logf("dhcp: lease %s to %s (%s)", h.IP, h.Name, h.MAC)
-		return s.lease(req, h, dhcpv4.MessageTypeAck)
+		return s.lease(req, h, h.IP, dhcpv4.MessageTypeAck)
 	default: // release, decline, inform: nothing to do with static leases
 		s.ignored.Add(1)
 		return nil
@@ -110,13 +132,13 @@ func (s *dhcpServer) reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 // lease is an offer or ack for h: address, mask, the gateway as DNS
 // server, the domain as domain name and search list, the host's name.
 // There is no router option: nothing is reachable beyond the subnet.
-func (s *dhcpServer) lease(req *dhcpv4.DHCPv4, h Host, typ dhcpv4.MessageType) *dhcpv4.DHCPv4 {
+func (s *dhcpServer) lease(req *dhcpv4.DHCPv4, h Host, ip netip.Addr, typ dhcpv4.MessageType) *dhcpv4.DHCPv4 {
 	domain := s.zone.Load().domain
 	domain = domain[:len(domain)-1]
 	gw := net.IP(s.gateway.AsSlice())
 	r, err := dhcpv4.NewReplyFromRequest(req,
 		dhcpv4.WithMessageType(typ),
-		dhcpv4.WithYourIP(h.IP.AsSlice()),
+		dhcpv4.WithYourIP(ip.AsSlice()),
 		dhcpv4.WithServerIP(gw),
 		dhcpv4.WithOption(dhcpv4.OptServerIdentifier(gw)),
 		dhcpv4.WithOption(dhcpv4.OptSubnetMask(maskOf(s.prefix))),
@@ -134,6 +156,14 @@ func (s *dhcpServer) lease(req *dhcpv4.DHCPv4, h Host, typ dhcpv4.MessageType) *
 		return nil
 	}
 	return r
+}
+
+// offered is the address a booting h is offered: Next when it is set.
+func offered(h Host) netip.Addr {
+	if h.Next.IsValid() {
+		return h.Next
+	}
+	return h.IP
 }
 
 func (s *dhcpServer) nak(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {

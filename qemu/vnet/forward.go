@@ -75,6 +75,20 @@ func (n *Network) Forward(host string, guest netip.AddrPort) (netip.AddrPort, er
 	return f.Host, nil
 }
 
+// guest is where new connections go; a renumbered host moves it.
+func (f *forward) guest() netip.AddrPort {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Guest
+}
+
+// setGuest points new connections at g; the caller holds the network's mu.
+func (f *forward) setGuest(g netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Guest = g
+}
+
 // Forwards returns the current forwards.
 func (n *Network) Forwards() []Forward {
 	n.mu.Lock()
@@ -158,11 +172,12 @@ func (n *Network) acceptForward(f *forward) {
 // relay dials the guest and copies both ways, passing half-closes on.
 func (n *Network) relay(f *forward, c *net.TCPConn) {
 	ctx, cancel := context.WithTimeout(f.ctx, dialTimeout)
-	g, err := gonet.DialContextTCP(ctx, n.stack, fullAddr(f.Guest.Addr(), f.Guest.Port()), ipv4.ProtocolNumber)
+	guest := f.guest()
+	g, err := gonet.DialContextTCP(ctx, n.stack, fullAddr(guest.Addr(), guest.Port()), ipv4.ProtocolNumber)
 	cancel()
 	if err != nil {
 		n.fwdFailed.Add(1)
-		n.cfg.Logf("forward %s: dial %s: %v", f.Host, f.Guest, err)
+		n.cfg.Logf("forward %s: dial %s: %v", f.Host, guest, err)
 		return
 	}
 	if !f.track(g) {

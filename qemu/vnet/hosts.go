@@ -2,6 +2,7 @@ package vnet
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/miekg/dns"
@@ -47,6 +48,29 @@ func (n *Network) AddHost(h Host) error {
 	n.rebuild()
 	n.cfg.Logf("hosts: %s is %s at %s", h.Name, h.IP, h.MAC)
 	return nil
+}
+
+// moved makes a host's Next address its address, once its guest took
+// that lease: the A record and the forwards to the old address follow.
+func (n *Network) moved(lease Host) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	i := slices.IndexFunc(n.hosts, func(o Host) bool { return o.Name == lease.Name })
+	if i < 0 || n.hosts[i].Next != lease.Next || !lease.Next.IsValid() {
+		return // changed meanwhile
+	}
+	h := &n.hosts[i]
+	old := h.IP
+	n.stack.RemoveNeighbor(nicID, ipv4.ProtocolNumber, tcpAddr(old))
+	h.IP, h.Next = h.Next, netip.Addr{}
+	n.stack.AddStaticNeighbor(nicID, ipv4.ProtocolNumber, tcpAddr(h.IP), tcpip.LinkAddress(h.MAC))
+	for _, f := range n.forwards {
+		if f.Guest.Addr() == old {
+			f.setGuest(netip.AddrPortFrom(h.IP, f.Guest.Port()))
+		}
+	}
+	n.rebuild()
+	n.cfg.Logf("hosts: %s moved from %s to %s (its new lease)", h.Name, old, h.IP)
 }
 
 // RemoveHost removes a host's lease and DNS records. Its VM, if it still

@@ -76,7 +76,7 @@ func New(cfg Config) (*Network, error) {
 		conns:    map[net.Conn]struct{}{},
 	}
 	n.dns = &dnsServer{zone: &n.zone, logf: r.Logf}
-	n.dhcp = &dhcpServer{zone: &n.zone, gateway: r.gateway, prefix: r.prefix, leaseTime: r.LeaseTime, logf: r.Logf}
+	n.dhcp = &dhcpServer{zone: &n.zone, gateway: r.gateway, prefix: r.prefix, leaseTime: r.LeaseTime, logf: r.Logf, moved: n.moved}
 	n.rebuild()
 
 	gw := gatewayMAC

@@ -318,3 +318,50 @@ func srvTargets(m *dns.Msg) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestRenumber gives a host its next address: a renewal keeps the old
+// one, a booting guest is moved to the new one, and once it takes that
+// lease the A record and the forwards follow.
+func TestRenumber(t *testing.T) {
+	n := testNetwork(t)
+	g := newGuest(t, SwitchSocket(n.Dir()), mac2)
+	_, ack := g.lease(ctxT(t, 10*time.Second))
+	require.Equal(t, "10.88.0.12", ack.YourIPAddr.String())
+	fwd, err := n.Forward("127.0.0.1:0", netip.AddrPortFrom(ip2, 2379))
+	require.NoError(t, err)
+
+	next := netip.MustParseAddr("10.88.0.42")
+	require.NoError(t, n.AddHost(Host{Name: "n2", MAC: mac2, IP: ip2, Next: next}))
+	// The next address may not be another host's.
+	err = n.AddHost(Host{Name: "n1", MAC: mac1, IP: ip1, Next: next})
+	require.ErrorIs(t, err, ErrConflict)
+
+	a := func() string {
+		ans, _, _ := n.zone.Load().lookup("n2.demo.internal.", dns.TypeA)
+		require.Len(t, ans, 1)
+		return ans[0].(*dns.A).A.String()
+	}
+	// The running guest renews: it keeps its address, and so does DNS.
+	req, err := dhcpv4.NewRenewFromAck(ack)
+	require.NoError(t, err)
+	g.sendUDP(gatewayMAC, netip.AddrPortFrom(ip2, 68), netip.AddrPortFrom(gw, 67), req.ToBytes())
+	r := g.dhcpAwait(ctxT(t, 10*time.Second), req.TransactionID)
+	assert.Equal(t, dhcpv4.MessageTypeAck, r.MessageType(), r.Summary())
+	assert.Equal(t, "10.88.0.12", r.YourIPAddr.String())
+	assert.Equal(t, "10.88.0.12", a())
+
+	// The guest boots again: it is offered and given the next address.
+	g2 := newGuest(t, SwitchSocket(n.Dir()), mac2)
+	offer, ack2 := g2.lease(ctxT(t, 10*time.Second))
+	assert.Equal(t, "10.88.0.42", offer.YourIPAddr.String())
+	require.Equal(t, dhcpv4.MessageTypeAck, ack2.MessageType(), ack2.Summary())
+	assert.Equal(t, "10.88.0.42", ack2.YourIPAddr.String())
+	assert.Equal(t, "10.88.0.42", a())
+	h := n.Hosts()[1]
+	assert.Equal(t, next, h.IP)
+	assert.False(t, h.Next.IsValid(), "next address still set after the move: %v", h.Next)
+	fw := n.Forwards()
+	require.Len(t, fw, 1)
+	assert.Equal(t, fwd, fw[0].Host)
+	assert.Equal(t, netip.AddrPortFrom(next, 2379), fw[0].Guest, "the forward did not follow the host")
+}
