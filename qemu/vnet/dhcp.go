@@ -24,11 +24,11 @@ type DHCPStats struct {
 // dhcpServer hands out static leases: a known MAC gets its host's
 // address; an unknown one gets nothing (there is no dynamic pool).
 type dhcpServer struct {
-	zone                        *atomic.Pointer[zone]
-	gateway                     netip.Addr
-	prefix                      netip.Prefix
-	leaseTime                   time.Duration
-	logf                        func(string, ...any)
+	zone      *atomic.Pointer[zone]
+	gateway   netip.Addr
+	prefix    netip.Prefix
+	leaseTime time.Duration
+	logf      func(string, ...any)
 	// moved is told when a host takes the lease of its Next address.
 	moved                       func(h Host)
 	offers, acks, naks, ignored atomic.Uint64
