@@ -46,6 +46,27 @@ func prepareDisk(ctx context.Context, c Config) (disk, error) {
 	return d, growDisk(ctx, c.Dir, d, c.DiskSize)
 }
 
+// RemoveDisk deletes the disk of the VM in dir, so that its next Start
+// makes a fresh one from Config.Image: a replaced, empty disk. The
+// machine's UEFI variables stay. It refuses while QEMU runs in dir, and
+// reports whether there was a disk.
+func RemoveDisk(dir string) (bool, error) {
+	if vm, err := Attach(dir); err == nil {
+		return false, fmt.Errorf("remove the disk in %s: %w (pid %d)", dir, ErrRunning, vm.PID())
+	}
+	removed := false
+	for _, f := range []string{"disk.qcow2", "disk.raw"} {
+		err := os.Remove(filepath.Join(dir, f))
+		switch {
+		case err == nil:
+			removed = true
+		case !errors.Is(err, fs.ErrNotExist):
+			return removed, fmt.Errorf("remove the disk in %s: %w", dir, err)
+		}
+	}
+	return removed, nil
+}
+
 // imageFormat tells qcow2 (by its magic) from raw.
 func imageFormat(path string) (string, error) {
 	f, err := os.Open(path)

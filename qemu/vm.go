@@ -241,6 +241,13 @@ func (v *VM) Quit(ctx context.Context) error {
 	return err
 }
 
+// Pause freezes the guest (QMP stop): its clock, CPUs and devices stop,
+// like a process that gets SIGSTOP, and it answers nothing until Resume.
+func (v *VM) Pause(ctx context.Context) error { return v.execute(ctx, "stop", nil) }
+
+// Resume thaws a paused guest (QMP cont).
+func (v *VM) Resume(ctx context.Context) error { return v.execute(ctx, "cont", nil) }
+
 // Status returns QEMU's run state ("running", "paused", "shutdown", ...).
 func (v *VM) Status(ctx context.Context) (string, error) {
 	var st struct {

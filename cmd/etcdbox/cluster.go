@@ -32,6 +32,7 @@ by DNS SRV; loopback ports on this machine forward to each node.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newClusterUpCmd(), newClusterAddCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterNetdCmd(), newClusterUpgradeCmd())
+	cmd.AddCommand(newFaultCmds()...)
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 func newClusterAddCmd() *cobra.Command {
 	var (
 		dir     string
+		accel   string
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -30,6 +31,7 @@ linearizable read, and updates state.json and etcdctl.env.`,
 			if err != nil {
 				return err
 			}
+			cfg.Accel = accel
 			c, err := cluster.Open(cfg)
 			if err != nil {
 				return err
@@ -51,6 +53,7 @@ linearizable read, and updates state.json and etcdctl.env.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the node to vote")
+	addAccelFlag(cmd.Flags(), &accel)
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }

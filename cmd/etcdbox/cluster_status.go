@@ -16,7 +16,7 @@ func newClusterStatusCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "status --dir DIR",
-		Short: "Show each node's member ID, role, leadership, health and boot slot",
+		Short: "Show each node's VM state, member ID, role, leadership, health and boot slot",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cluster.Open(cluster.Config{Dir: dir})
@@ -41,7 +41,7 @@ func newClusterStatusCmd() *cobra.Command {
 // printStatus writes the status table.
 func printStatus(out io.Writer, rows []cluster.NodeStatus) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tMEMBER ID\tROLE\tLEADER\tHEALTH\tSLOT\tADDRESS\tENDPOINT")
+	fmt.Fprintln(w, "NODE\tVM\tMEMBER ID\tROLE\tLEADER\tHEALTH\tSLOT\tADDRESS\tENDPOINT")
 	for _, r := range rows {
 		id, leader := "-", "-"
 		if r.MemberID != 0 {
@@ -50,7 +50,15 @@ func printStatus(out io.Writer, rows []cluster.NodeStatus) {
 				leader = "yes"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node.Name, id, r.Role(), leader, r.Health, r.Slot, r.Node.IP, r.Node.Endpoint())
+		addr := r.Node.IP.String()
+		if r.Node.NextIP.IsValid() {
+			addr += " (next " + r.Node.NextIP.String() + ")"
+		}
+		state := r.State
+		if state == "" {
+			state = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node.Name, state, id, r.Role(), leader, r.Health, r.Slot, addr, r.Node.Endpoint())
 	}
 	w.Flush()
 }

@@ -131,18 +131,19 @@ func TestPrintStatus(t *testing.T) {
 		return cluster.Node{Name: name, IP: netip.MustParseAddr(ip), ClientPort: port}
 	}
 	rows := []cluster.NodeStatus{
-		{Node: n("n1", "10.88.0.11", 4001), Running: true, Slot: "a",
+		{Node: n("n1", "10.88.0.11", 4001), Running: true, State: cluster.StateRunning, Slot: "a",
 			MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}},
-		{Node: n("n2", "10.88.0.12", 4003), Running: true, Slot: "a",
+		{Node: n("n2", "10.88.0.12", 4003), Running: true, State: cluster.StatePartitioned, Slot: "a",
 			MemberStatus: cluster.MemberStatus{MemberID: 0x1, Learner: true, Health: "healthy"}},
-		{Node: n("n3", "10.88.0.13", 4005), Slot: "-", MemberStatus: cluster.MemberStatus{Health: "vm not running"}},
+		{Node: n("n3", "10.88.0.13", 4005), State: cluster.StateStopped, Slot: "-", MemberStatus: cluster.MemberStatus{Health: "vm not running"}},
 	}
+	rows[2].Node.NextIP = netip.MustParseAddr("10.88.0.14")
 	var b bytes.Buffer
 	printStatus(&b, rows)
-	want := `NODE  MEMBER ID         ROLE     LEADER  HEALTH          SLOT  ADDRESS     ENDPOINT
-n1    8e9e05c52164694d  voter    yes     healthy         a     10.88.0.11  https://127.0.0.1:4001
-n2    0000000000000001  learner  no      healthy         a     10.88.0.12  https://127.0.0.1:4003
-n3    -                 -        -       vm not running  -     10.88.0.13  https://127.0.0.1:4005
+	want := `NODE  VM           MEMBER ID         ROLE     LEADER  HEALTH          SLOT  ADDRESS                       ENDPOINT
+n1    running      8e9e05c52164694d  voter    yes     healthy         a     10.88.0.11                    https://127.0.0.1:4001
+n2    partitioned  0000000000000001  learner  no      healthy         a     10.88.0.12                    https://127.0.0.1:4003
+n3    stopped      -                 -        -       vm not running  -     10.88.0.13 (next 10.88.0.14)  https://127.0.0.1:4005
 `
 	assert.Equal(t, want, b.String())
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdbox/etcdbox/image"
-	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
 type upOptions struct {
 	dir, image    string
+	accel         string
 	nodes, memory int
 	cpus          int
 	timeout       time.Duration
@@ -64,6 +64,7 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 	fl.IntVar(&o.memory, "memory", 1024, "memory per node in MiB")
 	fl.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per node")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the cluster")
+	addAccelFlag(fl, &o.accel)
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }
@@ -77,7 +78,7 @@ func clusterUp(ctx context.Context, stdout io.Writer, o upOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg.MemoryMiB, cfg.CPUs, cfg.Image = o.memory, o.cpus, o.image
+	cfg.MemoryMiB, cfg.CPUs, cfg.Image, cfg.Accel = o.memory, o.cpus, o.image, o.accel
 	st, err := cluster.ReadState(dir)
 	resume := err == nil && len(st.Nodes) > 0
 	if !resume && o.nodes == 0 {
@@ -99,7 +100,7 @@ func clusterUp(ctx context.Context, stdout io.Writer, o upOptions) error {
 	defer cancel()
 	fmt.Fprintf(stdout, "network: closed and rootless: a virtual switch with DHCP and DNS, served by a daemon in this process tree (%s cluster netd),\n"+
 		"  not the host's network and no root; guests reach only each other: no NAT, no route out, no DNS beyond the cluster's names.\n"+
-		"  This machine reaches the nodes only through forwarded loopback ports. Accelerator: %s.\n", os.Args[0], qemu.Accel())
+		"  This machine reaches the nodes only through forwarded loopback ports.\n", os.Args[0])
 	c, err := cluster.Up(ctx, cfg, o.nodes)
 	if err != nil {
 		if errors.Is(err, cluster.ErrUp) || c == nil {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -59,7 +60,20 @@ func (c *Cluster) Add(ctx context.Context) (Joined, error) {
 	if next > maxNodes {
 		return Joined{}, fmt.Errorf("add n%d: at most %d nodes", next, maxNodes)
 	}
-	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: nodeIP(next)}
+	if err := c.syncIPs(ctx); err != nil {
+		return Joined{}, err
+	}
+	used := map[netip.Addr]bool{}
+	for _, o := range c.st.Nodes {
+		used[o.IP], used[o.NextIP] = true, true
+	}
+	ip := nodeIP(next)
+	if used[ip] { // a renumbered node took it
+		if ip, err = freeIP(used); err != nil {
+			return Joined{}, fmt.Errorf("add n%d: %w", next, err)
+		}
+	}
+	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: ip}
 	if err := c.register(ctx, &n); err != nil {
 		return Joined{}, err
 	}

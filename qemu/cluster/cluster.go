@@ -70,7 +70,8 @@ type Config struct {
 	// session. Nil serves the network inside this process instead, for as
 	// long as the process lives (tests).
 	Netd []string
-	// Accel is passed to qemu.Config.
+	// Accel is auto, kvm, tcg, or "" for $ETCDBOX_ACCEL, else the probe
+	// (qemu.ChooseAccel); the first boot of the process resolves it.
 	Accel string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
@@ -123,6 +124,9 @@ type Node struct {
 	Name    string     `json:"name"`
 	Dir     string     `json:"dir"` // qemu.Attach finds the VM from here
 	IP      netip.Addr `json:"ip"`
+	// NextIP is the address of the node's next lease after Renumber,
+	// until the node has taken it.
+	NextIP  netip.Addr `json:"nextIP,omitzero"`
 	MAC     string     `json:"mac"`
 	PID     int        `json:"pid,omitempty"`
 	QMP     string     `json:"qmp"`
@@ -151,8 +155,9 @@ func (n Node) HostPort(guestPort int) int {
 
 // Cluster is a cluster directory and the VMs this process started in it.
 type Cluster struct {
-	cfg Config
-	st  State
+	cfg   Config
+	accel *qemu.Choice // resolved from cfg.Accel by the first boot
+	st    State
 	net *vnet.Client
 	tls *tls.Config         // nil until needed: down works without the PKI
 	vms map[string]*qemu.VM // started by this process; others are attached when needed
@@ -260,7 +265,11 @@ func (c *Cluster) PKIDir() string { return filepath.Join(c.cfg.Dir, PKIDir) }
 // there is none).
 func (c *Cluster) VM(name string) (*qemu.VM, error) {
 	if vm, ok := c.vms[name]; ok {
-		return vm, nil
+		select {
+		case <-vm.Done(): // it exited since; the map is left alone, since callers run in parallel
+		default:
+			return vm, nil
+		}
 	}
 	n, ok := c.Node(name)
 	if !ok {

@@ -43,7 +43,7 @@ func (c *Cluster) Down(ctx context.Context, grace time.Duration) error {
 			}
 			if err == nil {
 				c.cfg.Log("%s: pressing the power button (pid %d, up to %s)", n.Name, vm.PID(), grace)
-				err = vm.Stop(ctx, grace)
+				err = c.stopVM(ctx, vm, grace)
 			}
 			switch {
 			case err == nil:

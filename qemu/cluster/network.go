@@ -117,9 +117,8 @@ func (c *Cluster) ensureNetwork(ctx context.Context) error {
 // reusing forwards the network has and asking for the node's previous
 // host ports first.
 func (c *Cluster) register(ctx context.Context, n *Node) error {
-	mac := qemu.MAC(n.Name, 0)
-	n.MAC = mac.String()
-	if err := c.net.AddHost(ctx, vnet.Host{Name: n.Name, MAC: mac, IP: n.IP}); err != nil {
+	n.MAC = qemu.MAC(n.Name, 0).String()
+	if err := c.net.AddHost(ctx, c.host(*n)); err != nil {
 		return fmt.Errorf("add host %s: %w", n.Name, err)
 	}
 	st, err := c.net.Status(ctx)
@@ -157,6 +156,14 @@ func (c *Cluster) register(ctx context.Context, n *Node) error {
 		n.Ports = ports
 	}
 	return nil
+}
+
+// vnetHost is a host of the network.
+type vnetHost = vnet.Host
+
+// host is node n as a host of the network: its lease, and its next one.
+func (c *Cluster) host(n Node) vnet.Host {
+	return vnet.Host{Name: n.Name, MAC: qemu.MAC(n.Name, 0), IP: n.IP, Next: n.NextIP}
 }
 
 // stopNetwork shuts the network daemon down; when it does not answer, it

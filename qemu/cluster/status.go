@@ -15,6 +15,8 @@ type NodeStatus struct {
 	Node Node
 	// Running reports whether the node's VM runs.
 	Running bool
+	// State is the VM's state: running, stopped, paused or partitioned.
+	State string
 	MemberStatus
 	// Slot is the boot slot (a or b) from the kernel command line on the
 	// console, "-" when unknown.
@@ -39,6 +41,8 @@ func (c *Cluster) Status(ctx context.Context) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	_ = c.syncIPs(ctx)
+	cut := c.partitioned(ctx)
 	rows := make([]NodeStatus, len(c.st.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.st.Nodes {
@@ -46,6 +50,7 @@ func (c *Cluster) Status(ctx context.Context) ([]NodeStatus, error) {
 		go func() {
 			defer wg.Done()
 			rows[i] = c.nodeStatus(ctx, n, tc)
+			rows[i].State = c.VMState(ctx, n.Name, cut)
 		}()
 	}
 	wg.Wait()

@@ -8,9 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
-
-	"github.com/hashicorp/go-multierror"
 
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
@@ -25,7 +24,9 @@ var ErrUp = errors.New("cluster is up")
 // (or ctx ends; the VMs then keep running for inspection, and the error
 // says which nodes were not ready). A new directory gets nodes n1..n<nodes>;
 // a directory with a cluster that is down resumes it with its nodes and
-// disks (nodes must then be 0 or their number). ctx bounds the whole call.
+// disks (nodes must then be 0 or their number), and one where only some
+// nodes are stopped boots just those (a wiped node on a fresh disk).
+// ctx bounds the whole call.
 func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
@@ -121,6 +122,10 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	if err := c.ensureNetwork(ctx); err != nil {
 		return nil, err
 	}
+	// A network that stayed up knows where renumbered nodes moved.
+	if err := c.syncIPs(ctx); err != nil {
+		return nil, err
+	}
 	for i := range c.st.Nodes {
 		if err := c.register(ctx, &c.st.Nodes[i]); err != nil {
 			return nil, err
@@ -129,23 +134,34 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	if err := c.save(); err != nil {
 		return nil, err
 	}
-	if err := c.boot(ctx, seedImg, c.st.Nodes...); err != nil {
+	var stopped []Node
+	var fresh []string
+	for _, n := range c.st.Nodes {
+		if _, err := qemu.Attach(n.Dir); err != nil {
+			stopped = append(stopped, n)
+			fresh = append(fresh, n.Name)
+		}
+	}
+	if resume && len(stopped) < len(c.st.Nodes) {
+		c.cfg.Log("booting the stopped nodes: %s", strings.Join(fresh, ", "))
+	}
+	if err := c.boot(ctx, seedImg, stopped...); err != nil {
 		return c, err
 	}
 	unlock()
-	var names []string
-	for _, n := range c.st.Nodes {
-		names = append(names, n.Name)
-	}
-	return c, c.wait(ctx, want{names: names, members: len(names), fresh: names})
+	return c, c.WaitReady(ctx, fresh...)
 }
 
 // resumable checks that Up with cfg and nodes can resume the cluster st.
 func resumable(st State, cfg Config, nodes int) error {
+	running := 0
 	for _, n := range st.Nodes {
-		if vm, err := qemu.Attach(n.Dir); err == nil {
-			return fmt.Errorf("%w (%s is pid %d); run down first", ErrUp, n.Name, vm.PID())
+		if _, err := qemu.Attach(n.Dir); err == nil {
+			running++
 		}
+	}
+	if running == len(st.Nodes) {
+		return fmt.Errorf("%w: all %d nodes run", ErrUp, running)
 	}
 	if nodes != 0 && nodes != len(st.Nodes) {
 		return fmt.Errorf("it has %d nodes, and up resumes them all: leave out the node count (asked for %d) or use another directory", len(st.Nodes), nodes)
@@ -169,40 +185,6 @@ func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
 		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
 		ExtraDisks: []string{seedImg},
 	}
-}
-
-// boot starts the nodes' VMs in parallel and records them in the state.
-func (c *Cluster) boot(ctx context.Context, seedImg string, nodes ...Node) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs *multierror.Error
-	)
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vm, err := qemu.Start(ctx, c.vmConfig(n, seedImg))
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = multierror.Append(errs, err)
-				return
-			}
-			c.vms[n.Name] = vm
-			c.cfg.Log("%s: started at %s (pid %d, accel %s); console %s", n.Name, n.IP, vm.PID(), vm.Accel(), vm.ConsolePath())
-		}()
-	}
-	wg.Wait()
-	for i, n := range c.st.Nodes {
-		if vm, ok := c.vms[n.Name]; ok {
-			c.st.Nodes[i].PID, c.st.Nodes[i].QMP, c.st.Nodes[i].Console = vm.PID(), vm.QMPPath(), vm.ConsolePath()
-		}
-	}
-	if err := c.save(); err != nil {
-		errs = multierror.Append(errs, err)
-	}
-	return errs.ErrorOrNil()
 }
 
 // sameFile reports whether a and b are the same file (a hard link).

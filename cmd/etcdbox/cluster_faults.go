@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+// addAccelFlag adds --accel to a verb that boots VMs.
+func addAccelFlag(fl *pflag.FlagSet, accel *string) {
+	fl.StringVar(accel, "accel", "", "accelerator: auto (KVM when a test guest proves it runs, else TCG), kvm or tcg (default $"+qemu.AccelEnv+", else auto)")
+}
+
+// faultVerb is one of the fault verbs on nodes of a local cluster.
+type faultVerb struct {
+	use, short, long string
+	args             cobra.PositionalArgs
+	// run does the verb; timeout bounds it.
+	run     func(ctx context.Context, c *cluster.Cluster, out io.Writer, args []string, o *faultOptions) error
+	timeout time.Duration
+	// boots: the verb starts VMs (it takes --accel).
+	boots bool
+}
+
+type faultOptions struct {
+	dir, accel string
+	timeout    time.Duration
+	grace      time.Duration
+	noWait     bool
+}
+
+// faultVerbs are the verbs of DESIGN §9 that inject one fault, or undo
+// one. Each returns once the fault is in place.
+var faultVerbs = []faultVerb{
+	{use: "kill NODE", short: "Cut a node's power (QEMU quits at once)", args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Kill(ctx, a[0])
+		}},
+	{use: "poweroff NODE", short: "Press a node's ACPI power button and wait until it is off", args: cobra.ExactArgs(1), timeout: 2 * time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, o *faultOptions) error {
+			return c.Poweroff(ctx, a[0], o.grace)
+		}},
+	{use: "reset NODE", short: "Press a node's reset button: it reboots without shutting down", args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Reset(ctx, a[0])
+		}},
+	{use: "pause NODE", short: "Freeze a node's VM (QMP stop): it misses heartbeats and answers nothing", args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Pause(ctx, a[0])
+		}},
+	{use: "resume NODE", short: "Thaw a paused node", args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Resume(ctx, a[0])
+		}},
+	{use: "start NODE...", short: "Boot stopped nodes on their disks and wait until the cluster is whole again",
+		long: `Start boots stopped nodes (after kill, poweroff or wipe) on their disks; a
+wiped node boots on a fresh copy of the image. Unless --no-wait, it then
+waits until every node serves linearizable reads and the members are the
+cluster's nodes, all voting.`,
+		args: cobra.MinimumNArgs(1), timeout: 5 * time.Minute, boots: true,
+		run: func(ctx context.Context, c *cluster.Cluster, out io.Writer, a []string, o *faultOptions) error {
+			if err := c.Start(ctx, a...); err != nil {
+				return err
+			}
+			if o.noWait {
+				return nil
+			}
+			return c.WaitReady(ctx, a...)
+		}},
+	{use: "wipe NODE", short: "Replace a stopped node's disk with a fresh copy of the image (same name and MAC)",
+		long: `Wipe models a replaced, empty disk: the stopped node's disk is deleted and
+its next start boots on a fresh copy of the image, with the same name and
+MAC (so the same DHCP lease and DNS name). The node stays stopped until
+start. Everything on its DATA partition is gone.`,
+		args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Wipe(ctx, a[0])
+		}},
+	{use: "partition NODE...", short: "Cut nodes off from the others on the network's switch, both ways", args: cobra.MinimumNArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Partition(ctx, a...)
+		}},
+	{use: "heal", short: "Undo every partition", args: cobra.NoArgs, timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, _ []string, _ *faultOptions) error {
+			return c.Heal(ctx)
+		}},
+	{use: "renumber", short: "Give every node a different address at its next DHCP lease (its next boot)", args: cobra.NoArgs, timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, out io.Writer, _ []string, _ *faultOptions) error {
+			next, err := c.Renumber(ctx)
+			if err != nil {
+				return err
+			}
+			var names []string
+			for n := range next {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			for _, n := range names {
+				fmt.Fprintf(out, "%s: next address %s (taken at its next boot)\n", n, next[n])
+			}
+			return nil
+		}},
+	{use: "remove NODE", short: "Remove a node's member, then power it off and delete it",
+		long: `Remove takes a node out of the cluster for good: it removes the node's etcd
+member through the other nodes (and refuses when the voters left would not
+keep a healthy quorum), cuts the node's power, drops its DHCP lease, DNS
+records and forwards, and deletes its directory.`,
+		args: cobra.ExactArgs(1), timeout: 2 * time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
+			return c.Remove(ctx, a[0])
+		}},
+}
+
+// newFaultCmds returns the fault verbs as cobra commands.
+func newFaultCmds() []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, v := range faultVerbs {
+		o := &faultOptions{}
+		cmd := &cobra.Command{
+			Use:   v.use + " --dir DIR",
+			Short: v.short,
+			Long:  v.long,
+			Args:  v.args,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				out := cmd.OutOrStdout()
+				cfg, err := clusterConfig(o.dir, out)
+				if err != nil {
+					return err
+				}
+				cfg.Accel = o.accel
+				c, err := cluster.Open(cfg)
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+				defer cancel()
+				return v.run(ctx, c, out, args, o)
+			},
+		}
+		fl := cmd.Flags()
+		fl.StringVar(&o.dir, "dir", "", "cluster directory")
+		fl.DurationVar(&o.timeout, "timeout", v.timeout, "how long the verb may take")
+		cmd.MarkFlagRequired("dir")
+		switch name := strings.Fields(v.use)[0]; {
+		case v.boots:
+			addAccelFlag(fl, &o.accel)
+			fl.BoolVar(&o.noWait, "no-wait", false, "return once the VMs run, without waiting for their members")
+		case name == "poweroff":
+			fl.DurationVar(&o.grace, "grace", 60*time.Second, "how long the guest gets to power off before QEMU is stopped by force")
+		}
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
