@@ -16,13 +16,19 @@ import (
 // ENA (AWS), gVNIC (GCE), Hyper-V (Azure), VMware, Intel e1000/e1000e,
 // the ext4 and vfat filesystems with the code pages vfat mounts need, the
 // i6300esb watchdog QEMU offers, the ACPI power button and evdev (clean
-// shutdown), efivarfs, and a crc32c implementation for ext4 metadata.
+// shutdown), efivarfs, a crc32c implementation for ext4 metadata, and the
+// hardware random source VMs offer, virtio-rng (QEMU, libvirt, GCE,
+// OpenStack). Without one, and without RDRAND, the kernel's pool takes
+// minutes to fill and the DHCP client waits for it. (The vTPMs clouds
+// expose feed the pool through tpm_tis and tpm_crb, which Debian's kernel
+// builds in; the old chipset RNGs, intel-rng and amd-rng, no VM has.)
 var DefaultDrivers = []string{
 	"virtio_pci", "virtio_blk", "virtio_net", "virtio_scsi", "virtio_console",
 	"nvme", "ahci", "sd_mod", "ena", "gve",
 	"hv_vmbus", "hv_storvsc", "hv_netvsc", "vmxnet3", "vmw_pvscsi",
 	"e1000", "e1000e", "ext4", "vfat", "isofs", "sr_mod", "nls_cp437", "nls_iso8859_1", "nls_ascii",
 	"i6300esb", "button", "evdev", "efivarfs", "crc32c_generic",
+	"virtio_rng",
 }
 
 // moduleName turns a module file name or a user-given name into the

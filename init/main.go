@@ -93,6 +93,7 @@ func (n *node) boot(ctx context.Context) error {
 		steps = append(steps,
 			step{"mount pseudo filesystems", false, n.mountPseudo},
 			step{"load kernel modules", true, n.loadModules},
+			step{"wait for entropy", true, n.waitEntropy},
 			step{"arm watchdog", true, n.armWatchdog},
 			step{"listen for the power button", true, n.watchPowerButton},
 			step{"mount ESP", true, n.mountESP},
