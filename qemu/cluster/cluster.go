@@ -121,9 +121,9 @@ type NetInfo struct {
 
 // Node is one VM of the cluster.
 type Node struct {
-	Name    string     `json:"name"`
-	Dir     string     `json:"dir"` // qemu.Attach finds the VM from here
-	IP      netip.Addr `json:"ip"`
+	Name string     `json:"name"`
+	Dir  string     `json:"dir"` // qemu.Attach finds the VM from here
+	IP   netip.Addr `json:"ip"`
 	// NextIP is the address of the node's next lease after Renumber,
 	// until the node has taken it.
 	NextIP  netip.Addr `json:"nextIP,omitzero"`
@@ -158,9 +158,9 @@ type Cluster struct {
 	cfg   Config
 	accel *qemu.Choice // resolved from cfg.Accel by the first boot
 	st    State
-	net *vnet.Client
-	tls *tls.Config         // nil until needed: down works without the PKI
-	vms map[string]*qemu.VM // started by this process; others are attached when needed
+	net   *vnet.Client
+	tls   *tls.Config         // nil until needed: down works without the PKI
+	vms   map[string]*qemu.VM // started by this process; others are attached when needed
 }
 
 // Open returns the cluster whose state is in cfg.Dir, with cfg's empty
