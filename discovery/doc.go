@@ -17,7 +17,8 @@
 // addressed by DNS name; StaticPeers takes the seed's list.
 //
 //	peers, err := discovery.SRV(ctx, net.DefaultResolver, "etcd.example.internal", "")
-//	initial := peers.Initial(seed.Discovery.InitialSize) // who may bootstrap
+//	initial, err := peers.Initial(seed.Discovery.InitialSize) // who may bootstrap
+//	// err: an *IncompleteError while not every initial member is listed
 //
 // The PID-1 init links this package, so it depends on little beyond the
 // standard library: sigs.k8s.io/yaml, go-multierror and package pki.

@@ -1,7 +1,9 @@
 package discovery
 
 import (
+	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +15,8 @@ import (
 //
 // The order matters: Initial takes the first members as the expected
 // initial members, and every node must compute the same set from the same
-// input. StaticPeers keeps the seed's order; SRV sorts by name.
+// input. StaticPeers keeps the seed's order; SRV sorts by name (natural
+// order, so n2 comes before n10).
 type PeerSet []Peer
 
 // PeerURL is the URL etcd members use to reach p: https://host:peerPort.
@@ -92,12 +95,113 @@ func (s PeerSet) ClientURLs(except string) []string {
 	return urls
 }
 
-// Initial returns the first n peers of s (all of them when n exceeds
-// len(s), none when n < 1): the expected initial members, the only nodes
-// that may bootstrap the cluster (seed discovery.initialSize).
-func (s PeerSet) Initial(n int) PeerSet {
-	n = min(max(n, 0), len(s))
-	return slices.Clone(s[:n])
+// Initial returns the expected initial members: the first n peers of s
+// (n is the seed's discovery.initialSize). They are the only nodes that
+// may bootstrap the cluster, and they bootstrap it together, so a set
+// that lists fewer than n peers is an error, an *IncompleteError saying
+// how many are missing and, where the listed names tell, who. No partial
+// set is returned: a node that took what it sees as the initial members
+// would bootstrap a cluster of one (or two) under the shared name, and
+// the nodes that appear later would form another. A bootstrap waits until
+// every expected initial member is listed.
+//
+// Initial depends only on s and n, and s is ordered the same way on every
+// node (SRV sorts by name, StaticPeers keeps the seed's order), so every
+// node that sees the same answer computes the same initial members. Nodes
+// that see different answers (a DNS change still propagating) may not;
+// that is why a bootstrap also needs every expected member to answer that
+// it has never formed a cluster (DESIGN §5).
+//
+// An n below 1 is an error too: a cluster has at least one member.
+func (s PeerSet) Initial(n int) (PeerSet, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("initial size %d: want at least 1", n)
+	}
+	if len(s) < n {
+		listed := s.Names()
+		return nil, &IncompleteError{Want: n, Listed: listed, Missing: numberedMissing(listed, n)}
+	}
+	return slices.Clone(s[:n]), nil
+}
+
+// IncompleteError is Initial's error for a peer set with fewer peers than
+// the expected initial members.
+type IncompleteError struct {
+	// Want is the initial size asked for.
+	Want int
+	// Listed are the names the set has, in its order.
+	Listed []string
+	// Missing are the names of the absent members when the listed names
+	// are numbered (n1, n2 ... or node01, node02 ...): with n1 listed
+	// and 3 wanted, n2 and n3. It is nil when the names do not tell.
+	Missing []string
+}
+
+func (e *IncompleteError) Error() string {
+	listed := "none"
+	if len(e.Listed) > 0 {
+		listed = strings.Join(e.Listed, ", ")
+	}
+	msg := fmt.Sprintf("%d of %d expected initial members missing (listed: %s)", e.Want-len(e.Listed), e.Want, listed)
+	if len(e.Missing) > 0 {
+		msg += fmt.Sprintf("; by their numbering the missing are %s", strings.Join(e.Missing, ", "))
+	}
+	return msg
+}
+
+var numberedRE = regexp.MustCompile(`^(.*?)([0-9]+)$`)
+
+// numberedMissing guesses the names of the expected initial members that
+// listed lacks, when every listed name is one prefix and a number, counted
+// from 1 (or from 0 when a 0 is listed), and every listed number is one of
+// the first n. Zero-padded numbers (node01) keep their width. It returns
+// nil when the names do not follow that pattern, rather than guess wrong.
+func numberedMissing(listed []string, n int) []string {
+	if len(listed) == 0 || len(listed) >= n {
+		return nil
+	}
+	prefix, width, padded := "", 0, false
+	nums := map[int]bool{}
+	for i, name := range listed {
+		m := numberedRE.FindStringSubmatch(name)
+		if m == nil {
+			return nil
+		}
+		num, err := strconv.Atoi(m[2])
+		switch {
+		case err != nil, nums[num], i > 0 && m[1] != prefix:
+			return nil
+		case i == 0:
+			prefix, width = m[1], len(m[2])
+		case len(m[2]) != width:
+			width = -1 // widths differ: fine unless some are padded
+		}
+		padded = padded || len(m[2]) > 1 && m[2][0] == '0'
+		nums[num] = true
+	}
+	if padded && width < 0 {
+		return nil // n01 and n100: no telling the width
+	}
+	first := 1
+	if nums[0] {
+		first = 0
+	}
+	var missing []string
+	for k := first; k < first+n; k++ {
+		if nums[k] {
+			delete(nums, k)
+			continue
+		}
+		d := strconv.Itoa(k)
+		if padded && len(d) < width {
+			d = strings.Repeat("0", width-len(d)) + d
+		}
+		missing = append(missing, prefix+d)
+	}
+	if len(nums) > 0 {
+		return nil // a listed number beyond the first n: no telling
+	}
+	return missing
 }
 
 // naturalLess orders names so that digit runs compare as numbers:

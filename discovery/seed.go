@@ -429,14 +429,17 @@ func (p *problems) port(path string, n int) {
 	}
 }
 
-const nameRule = "lowercase letters, digits and '-', at most 63 characters"
+const nameRule = "lowercase letters, digits and '-', at most 63 characters, not " + pki.AdminCommonName
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // ValidName reports whether s is a valid cluster or node name: a DNS label
-// of lowercase letters, digits and '-', at most 63 characters.
+// of lowercase letters, digits and '-', at most 63 characters. The name
+// pki.AdminCommonName ("etcdbox-admin") is reserved: it is the common name
+// of the operator's admin certificate, and a node (or an SRV target)
+// called that would have its leaves issued under the admin's name.
 func ValidName(s string) bool {
-	return len(s) <= 63 && nameRE.MatchString(s)
+	return len(s) <= 63 && nameRE.MatchString(s) && s != pki.AdminCommonName
 }
 
 // DefaultNodeName returns the node name to use when the seed has none: the

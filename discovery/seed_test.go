@@ -451,10 +451,19 @@ func TestValidName(t *testing.T) {
 	}{
 		{"n1", true}, {"a", true}, {"0", true}, {"etcd-a1b2c3", true}, {strings.Repeat("a", 63), true},
 		{"", false}, {"N1", false}, {"-a", false}, {"a-", false}, {"a_b", false}, {"a.b", false}, {strings.Repeat("a", 64), false},
+		{"etcdbox-admin", false}, {"etcdbox-admin2", true}, {"etcdbox", true},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, ValidName(tt.in), "ValidName(%q)", tt.in)
 	}
+}
+
+func TestSeedRejectsAdminName(t *testing.T) {
+	_, err := ParseSeed([]byte("cluster: c1\nname: etcdbox-admin\ndiscovery: {srv: example.internal}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"etcdbox-admin" is not a valid node name`)
+	assert.Equal(t, "etcd-0a0b0c", DefaultNodeName("etcdbox-admin.example.internal", []byte{1, 2, 0x0a, 0x0b, 0x0c}),
+		"a host named like the admin certificate gets a name from its MAC")
 }
 
 func TestDefaultNodeName(t *testing.T) {

@@ -38,6 +38,12 @@ func ResolverAt(addr string) *net.Resolver {
 	}
 }
 
+// MaxSRVRecords is the most records SRV accepts in one answer (server or
+// client records). A cluster has a handful of members (etcd advises at
+// most 7 voters); an answer with dozens more is a misconfigured zone or a
+// hostile one, and each record costs a lookup.
+const MaxSRVRecords = 64
+
 // SRV services, as etcd's --discovery-srv uses them.
 const (
 	srvServer = "etcd-server-ssl"
@@ -67,21 +73,35 @@ func SRVNames(domain, serviceName string) (server, client string) {
 // comes from the matching target of _etcd-client-ssl[-<svc>]._tcp.<domain>
 // when that name has records, and is DefaultClientPort otherwise.
 //
-// SRV checks the answer and reports every problem at once, each naming the
-// record or target, in a *multierror.Error:
+// DNS answers are untrusted input. SRV checks the answer and reports every
+// problem at once, each naming the record or target, in a
+// *multierror.Error:
 //   - no records at all (NXDOMAIN or an empty answer) wraps ErrNoRecords;
+//   - more than MaxSRVRecords records in either answer is an error that
+//     names the record name and the count (nothing else is checked then);
 //   - a target must be <name>.<domain>, exactly one valid node name under
 //     the domain, since nodes issue their certificates for that name;
-//   - every target must resolve to at least one A or AAAA address;
+//   - a port must not be 0, and a node's client port must differ from its
+//     peer port;
+//   - every target must resolve to at least one A or AAAA address, none of
+//     them unspecified (0.0.0.0, ::) or multicast;
 //   - a name listed twice is an error when the two records disagree (other
 //     target or port), and two names with the same address and port are an
 //     error: either would make two members of one node. A record repeated
-//     exactly is counted once (DNS servers do that themselves).
+//     exactly is counted once (DNS servers do that themselves). Client
+//     records follow the same rule; a client record for a target that has
+//     no server record is ignored.
 //
 // No partial set is returned: a peer that is missing or wrong would change
 // the expected initial members, so the caller waits and asks again.
 func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	if !validDomain(domain) {
+		return nil, fmt.Errorf("SRV domain %q is not a valid domain name", domain)
+	}
+	if serviceName != "" && !validLabel(serviceName) {
+		return nil, fmt.Errorf("SRV service name %q is not a valid DNS label", serviceName)
+	}
 	serverName, clientName := SRVNames(domain, serviceName)
 	suffix := ""
 	if serviceName != "" {
@@ -98,23 +118,37 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("lookup %s: %w", serverName, ErrNoRecords)
 	}
+	if len(servers) > MaxSRVRecords {
+		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", serverName, len(servers), MaxSRVRecords)
+	}
 
-	clientPorts := map[string]uint16{}
 	_, clients, err := r.LookupSRV(ctx, srvClient+suffix, "tcp", domain+".")
 	switch {
 	case err == nil:
-		for _, c := range clients {
-			clientPorts[canonicalTarget(c.Target)] = c.Port
-		}
 	case isNotFound(err):
 		// No client records: every peer uses the default client port.
 	default:
 		return nil, fmt.Errorf("lookup %s: %w", clientName, err)
 	}
+	if len(clients) > MaxSRVRecords {
+		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", clientName, len(clients), MaxSRVRecords)
+	}
 
 	var problems *multierror.Error
 	fail := func(format string, args ...any) {
 		problems = multierror.Append(problems, fmt.Errorf(format, args...))
+	}
+	clientPorts := map[string]uint16{}
+	for _, c := range clients {
+		target := canonicalTarget(c.Target)
+		switch prev, dup := clientPorts[target]; {
+		case c.Port == 0:
+			fail("%s: SRV target %s has port 0", clientName, target)
+		case dup && prev != c.Port:
+			fail("%s: %s is listed twice (ports %d and %d)", clientName, target, prev, c.Port)
+		default:
+			clientPorts[target] = c.Port
+		}
 	}
 	byName := map[string]Peer{}
 	var set PeerSet
@@ -139,8 +173,12 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 			continue
 		}
 		p := Peer{Name: name, Host: target, PeerPort: int(s.Port), ClientPort: DefaultClientPort}
-		if cp, ok := clientPorts[target]; ok && cp != 0 {
+		if cp, ok := clientPorts[target]; ok {
 			p.ClientPort = int(cp)
+		}
+		if p.ClientPort == p.PeerPort {
+			fail("%s and %s: %s has client port %d, the same as its peer port", serverName, clientName, target, p.PeerPort)
+			continue
 		}
 		if prev, dup := byName[name]; dup {
 			if prev != p {
@@ -172,6 +210,10 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 			continue
 		}
 		for _, a := range addrs[i] {
+			if ip := net.ParseIP(a); ip != nil && (ip.IsUnspecified() || ip.IsMulticast()) {
+				fail("SRV target %s resolves to %s, which is not a host's address", p.Host, a)
+				continue
+			}
 			ep := net.JoinHostPort(a, strconv.Itoa(p.PeerPort))
 			if other, dup := endpoints[ep]; dup && other != p.Name {
 				fail("%s: %s and %s are the same node: both resolve to %s", serverName, other, p.Name, ep)

@@ -174,7 +174,9 @@ func TestSRVNaturalOrder(t *testing.T) {
 	got, err := lookup(t, z, "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"node1", "node2", "node3", "node10", "node11"}, got.Names())
-	assert.Equal(t, []string{"node1", "node2", "node3"}, got.Initial(3).Names())
+	initial, err := got.Initial(3)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"node1", "node2", "node3"}, initial.Names())
 }
 
 func TestSRVExactDuplicateCountsOnce(t *testing.T) {

@@ -14,17 +14,40 @@ import (
 )
 
 // armWatchdog opens /dev/watchdog when the machine has one and feeds it
-// from here on; a hung init stops the feeding and the machine resets.
+// from here on, while every liveness source beats in time (node.heart):
+// the boot step running, the etcd supervisor. A hung loop stops the
+// feeding and the machine resets.
 func (n *node) armWatchdog(context.Context) error {
 	if _, err := os.Stat("/dev/watchdog"); err != nil {
 		return fmt.Errorf("no hardware watchdog: %w", err)
 	}
-	w := &power.Watchdog{Timeout: 30 * time.Second, Healthy: watchdogHealthy, Log: n.log.Printf}
+	w := &power.Watchdog{Timeout: 30 * time.Second, Log: n.log.Printf}
 	if err := w.Start(); err != nil {
 		return err
 	}
 	n.dog = w
 	return nil
+}
+
+// heart registers a liveness source with the hardware watchdog
+// (power.Watchdog.Source): a loop that must Beat at least every
+// maxSilence, and Stop when it ends. Without a watchdog (none on the
+// machine, not armed yet, container mode) it returns a nil Heart, which
+// does nothing.
+func (n *node) heart(name string, maxSilence time.Duration) *power.Heart {
+	w, _ := n.dog.(*power.Watchdog)
+	return w.Source(name, maxSilence)
+}
+
+type stepHeartKey struct{}
+
+// beatStep tells the watchdog that the boot step running with ctx is
+// alive: a step that waits legitimately for longer than its budget (a
+// retry loop) calls it on each turn. Outside a step it does nothing.
+func beatStep(ctx context.Context) {
+	if h, ok := ctx.Value(stepHeartKey{}).(*power.Heart); ok {
+		h.Beat()
+	}
 }
 
 // watchPowerButton turns an ACPI power button press into a shutdown.

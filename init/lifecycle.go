@@ -53,6 +53,12 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 	if err != nil {
 		return false, err
 	}
+	// An incomplete answer leaves ExpectedInitial empty: the node may
+	// restart with its data or join a running cluster, never bootstrap.
+	initial, ierr := peers.Initial(n.seed.Discovery.InitialSize)
+	if ierr != nil {
+		n.log.Printf("discovery: %v; no bootstrap until all are listed", ierr)
+	}
 	facts := member.Facts{
 		Self:               self.Name,
 		SelfPeerURL:        self.PeerURL(),
@@ -60,7 +66,7 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 		HasData:            self.hasData(),
 		WasMember:          n.wasMember(),
 		RemovedFromCluster: removed,
-		ExpectedInitial:    peers.Initial(n.seed.Discovery.InitialSize).Names(),
+		ExpectedInitial:    initial.Names(),
 	}
 	var cli *clientv3.Client
 	if others := peers.ClientURLs(self.Name); len(others) > 0 {
@@ -88,7 +94,10 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 	case member.Wait:
 		return false, errors.New("waiting: " + plan.Reason)
 	case member.Bootstrap:
-		m.InitialCluster = peers.Initial(n.seed.Discovery.InitialSize).InitialCluster()
+		if ierr != nil { // Decide never bootstraps without the initial members
+			return false, fmt.Errorf("bootstrap: %w", ierr)
+		}
+		m.InitialCluster = initial.InitialCluster()
 	case member.Restart:
 	case member.RejoinAfterRemoval, member.JoinAsLearner:
 		if plan.Action == member.RejoinAfterRemoval {

@@ -39,22 +39,41 @@ import (
 )
 
 // step is one boot step. Optional steps log their failure and boot goes on.
+//
+// silence is how long the step may run, 0 for defaultStepSilence: the boot
+// loop registers each step as a watchdog liveness source (node.heart) for
+// its run, so a step that hangs stops the feeding and the machine resets.
+// A step that may legitimately take long (e2fsck, DHCP) gets a budget that
+// covers it.
 type step struct {
 	name     string
 	optional bool
 	run      func(ctx context.Context) error
+	silence  time.Duration
 }
 
 func (s step) String() string { return s.name }
 
+// defaultStepSilence is the budget of a step that takes well under a
+// second. It is short because a hung boot on a new slot must reset within
+// about a minute: the budget, then the watchdog's 30s timeout.
+const defaultStepSilence = 15 * time.Second
+
+func (s step) maxSilence() time.Duration {
+	if s.silence > 0 {
+		return s.silence
+	}
+	return defaultStepSilence
+}
+
 // Set only in test images (testhooks.go): startTestHooks serves the test
 // hooks once the node is up; beforeStep may inject a fault before a boot
-// step (a hang or a crash of the init, named on the kernel command line);
-// watchdogHealthy, when set, says whether the watchdog is still fed.
+// step (a hang or a crash of the init, named on the kernel command line).
+// beforeStep runs inside the step's watchdog budget, so a hang there is a
+// hung step.
 var (
-	startTestHooks  func(ctx context.Context, n *node)
-	beforeStep      func(n *node, step string)
-	watchdogHealthy func() bool
+	startTestHooks func(ctx context.Context, n *node)
+	beforeStep     func(n *node, step string)
 )
 
 // errWait marks errors an operator must act on: the node reports them and
@@ -91,43 +110,60 @@ func (n *node) boot(ctx context.Context) error {
 	var steps []step
 	if !n.container {
 		steps = append(steps,
-			step{"mount pseudo filesystems", false, n.mountPseudo},
-			step{"load kernel modules", true, n.loadModules},
-			step{"wait for entropy", true, n.waitEntropy},
-			step{"arm watchdog", true, n.armWatchdog},
-			step{"listen for the power button", true, n.watchPowerButton},
-			step{"mount ESP", true, n.mountESP},
-			step{"prepare DATA", false, n.prepareData},
+			step{"mount pseudo filesystems", false, n.mountPseudo, 0},
+			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
+			step{"arm watchdog", true, n.armWatchdog, 0},
+			// Without RDRAND or an RNG device the pool can take minutes.
+			step{"wait for entropy", true, n.waitEntropy, 10 * time.Minute},
+			step{"listen for the power button", true, n.watchPowerButton, 0},
+			step{"mount ESP", true, n.mountESP, 3 * time.Minute}, // 30s for the disk, fsck up to 2m
+			// e2fsck and resize2fs of a large disk take long, and
+			// cannot report progress from inside.
+			step{"prepare DATA", false, n.prepareData, time.Hour},
 		)
 	}
 	steps = append(steps,
-		step{"read seed", false, n.readSeed},
+		step{"read seed", false, n.readSeed, 2 * time.Minute},
 	)
 	if !n.container {
-		steps = append(steps, step{"configure network", false, n.configureNetwork})
+		steps = append(steps, step{"configure network", false, n.configureNetwork, 5 * time.Minute})
 	} else {
-		steps = append(steps, step{"find addresses", false, n.containerAddresses})
+		steps = append(steps, step{"find addresses", false, n.containerAddresses, 0})
 	}
 	steps = append(steps,
-		step{"issue certificates", false, n.issueCertificates},
-		step{"start etcd", false, n.startEtcd},
-		step{"serve the node API", true, n.serveAPI},
+		step{"issue certificates", false, n.issueCertificates, time.Minute},
+		step{"start etcd", false, n.startEtcd, 0},
+		step{"serve the node API", true, n.serveAPI, 0},
 	)
 	for _, s := range steps {
 		n.noteReached(s.name)
-		if beforeStep != nil {
-			beforeStep(n, s.name)
-		}
-		start := time.Now()
-		if err := s.run(ctx); err != nil {
+		if err := n.runStep(ctx, s); err != nil {
 			if s.optional {
 				n.log.Printf("%s: %v (continuing)", s, err)
 				continue
 			}
 			return fmt.Errorf("%s: %w", s, err)
 		}
-		n.log.Printf("%s: done in %s", s, time.Since(start).Round(time.Millisecond))
 	}
 	n.noteReached("the health gate")
+	return nil
+}
+
+// runStep runs one boot step as a watchdog liveness source of its own
+// (`boot step "prepare DATA"`), which must return within its budget or
+// call beatStep with its ctx while it waits. Before "arm watchdog" has run
+// there is no watchdog, and nothing to watch.
+func (n *node) runStep(ctx context.Context, s step) error {
+	h := n.heart(fmt.Sprintf("boot step %q", s.name), s.maxSilence())
+	defer h.Stop()
+	ctx = context.WithValue(ctx, stepHeartKey{}, h)
+	if beforeStep != nil {
+		beforeStep(n, s.name)
+	}
+	start := time.Now()
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	n.log.Printf("%s: done in %s", s, time.Since(start).Round(time.Millisecond))
 	return nil
 }

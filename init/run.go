@@ -67,15 +67,20 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		Log:     n.log.Printf,
 		Backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second},
 	}
+	// The supervisor's loop is a watchdog liveness source while it runs.
+	alive := n.heart("etcd supervisor", time.Minute)
+	sup.Alive = alive.Beat
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.stopping {
+		alive.Stop()
 		return nil, nil
 	}
 	n.member = m
 	n.etcd = sup
 	n.readyc = make(chan struct{})
 	go func() {
+		defer alive.Stop()
 		if err := sup.Run(ctx); err != nil {
 			n.log.Printf("etcd supervisor: %v", err)
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,9 +22,10 @@ const testHookPort = ":9999"
 // Faults a test image injects before a boot step, named on the kernel
 // command line by the step's name with dashes for spaces:
 //
-//	etcdbox.test.hang=start-etcd   the init hangs: it stops feeding the
-//	                               watchdog and does nothing more, so the
-//	                               watchdog resets the machine
+//	etcdbox.test.hang=start-etcd   the init hangs inside the step: the
+//	                               step's watchdog budget runs out, the
+//	                               watchdog is no longer fed, and it
+//	                               resets the machine
 //	etcdbox.test.crash=start-etcd  the init exits, and the kernel panics
 const (
 	hangKey  = "etcdbox.test.hang"
@@ -33,14 +33,11 @@ const (
 )
 
 func init() {
-	var hung atomic.Bool
-	watchdogHealthy = func() bool { return !hung.Load() }
 	beforeStep = func(n *node, step string) {
 		slug := strings.ReplaceAll(step, " ", "-")
 		switch {
 		case n.cmdline[hangKey] == slug:
-			n.log.Printf("test hook: hanging before %s: the watchdog is no longer fed", step)
-			hung.Store(true)
+			n.log.Printf("test hook: hanging before %s: the step goes silent, and the watchdog stops being fed", step)
 			select {}
 		case n.cmdline[crashKey] == slug:
 			n.log.Printf("test hook: the init exits before %s", step)

@@ -3,7 +3,6 @@ package power
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -11,13 +10,21 @@ import (
 // Once the device is opened, the machine resets unless it is fed at least
 // every Timeout: that covers a kernel or init that hangs.
 //
-// Feeding happens on a goroutine of its own, so a hung main loop would not
-// stop it by itself. Two checks close that gap: Healthy, a function the
-// feeder calls before each feed, and Heartbeat, a maximum age for the last
-// Beat call (zero disables it). A main loop that calls Beat on each turn
-// and stops turning lets the watchdog fire. Any step that may legitimately
-// block for longer than Heartbeat (e2fsck of a large disk) must keep
-// calling Beat, or leave Heartbeat zero.
+// Feeding happens on a goroutine of its own, so a hung loop of init would
+// not stop it by itself. Liveness sources close that gap: each loop that
+// must not hang registers with Source and beats its Heart, and the feeder
+// feeds only while every registered source has beaten within its own
+// maxSilence (and Healthy, when set, says yes). A source that goes silent
+// is named in the log ("watchdog: not feeding: boot step \"start etcd\"
+// silent for 16s; the machine resets within 30s"). With no source
+// registered, init is idle (PID 1 waiting for the power button) and the
+// device is fed.
+//
+//	w := &power.Watchdog{Log: log.Printf}
+//	err := w.Start()
+//	h := w.Source("etcd supervisor", time.Minute)
+//	defer h.Stop()
+//	for { h.Beat(); ... }
 type Watchdog struct {
 	// Path is the device, default /dev/watchdog.
 	Path string
@@ -26,10 +33,8 @@ type Watchdog struct {
 	Timeout time.Duration
 	// Interval between feeds; default a third of the driver's timeout.
 	Interval time.Duration
-	// Healthy says whether to feed; nil means always.
+	// Healthy, when set, is asked before each feed, after the sources.
 	Healthy func() bool
-	// Heartbeat is how old the last Beat may be for the feeder to feed.
-	Heartbeat time.Duration
 	// Log prints init's messages.
 	Log func(format string, args ...any)
 
@@ -37,8 +42,11 @@ type Watchdog struct {
 	open func(path string) (device, error)
 	// ticker makes the feeding clock; tests replace it to drive ticks.
 	ticker func(d time.Duration) (<-chan time.Time, func())
+	// now is the liveness clock; tests replace it.
+	now func() time.Time
 
-	beat atomic.Int64 // unix nanoseconds of the last Beat
+	srcMu   sync.Mutex
+	sources []*Heart // registered by Source, in order
 
 	mu       sync.Mutex
 	dev      device
@@ -102,7 +110,6 @@ func (w *Watchdog) Start() error {
 	if err := dev.Keepalive(); err != nil {
 		w.logf("watchdog %s: feed: %v", w.Path, err)
 	}
-	w.Beat()
 	w.mu.Lock()
 	w.dev, w.timeout = dev, timeout
 	w.stopc, w.loopDone = make(chan struct{}), make(chan struct{})
@@ -120,9 +127,6 @@ func (w *Watchdog) Start() error {
 	return nil
 }
 
-// Beat tells the watchdog the main loop is alive.
-func (w *Watchdog) Beat() { w.beat.Store(time.Now().UnixNano()) }
-
 func (w *Watchdog) loop(ticks <-chan time.Time, stop func()) {
 	defer close(w.loopDone)
 	defer stop()
@@ -136,8 +140,9 @@ func (w *Watchdog) loop(ticks <-chan time.Time, stop func()) {
 	}
 }
 
-// tick feeds the watchdog unless init looks unhealthy. It logs when
-// feeding stops and when it resumes, not on every tick.
+// tick feeds the watchdog unless a liveness source is overdue or Healthy
+// says no. It logs when feeding stops and when it resumes, not on every
+// tick.
 func (w *Watchdog) tick() {
 	w.mu.Lock()
 	forced, dev := w.forced, w.dev
@@ -166,10 +171,8 @@ func (w *Watchdog) tick() {
 }
 
 func (w *Watchdog) unhealthy() string {
-	if w.Heartbeat > 0 {
-		if age := time.Since(time.Unix(0, w.beat.Load())); age > w.Heartbeat {
-			return fmt.Sprintf("no heartbeat from init for %s", age.Round(time.Millisecond))
-		}
+	if why := w.silence(); why != "" {
+		return why
 	}
 	if w.Healthy != nil && !w.Healthy() {
 		return "unhealthy"
@@ -189,7 +192,7 @@ func (w *Watchdog) timeoutString() string {
 // Close prepares the watchdog for a clean power-off or reboot. A driver
 // with magic close is disarmed: feeding stops and 'V' is written before the
 // device is closed. Otherwise closing would leave it running unfed, so
-// Close keeps feeding it, regardless of Healthy and Beat, until the
+// Close keeps feeding it, regardless of Healthy and the sources, until the
 // reboot(2) in Halt ends everything. Call it last, just before Halt.
 func (w *Watchdog) Close() error {
 	w.mu.Lock()

@@ -41,3 +41,44 @@ func TestWatchdogRegularFile(t *testing.T) {
 	close(w.stopc)
 	<-w.loopDone
 }
+
+// TestWatchdogRegularFileSilentSource drives the real device code on a
+// plain file with a fake clock: each feed writes a byte, so the file's size
+// counts them. Feeding stops, and the log names the source, once a source
+// is silent for longer than it promised.
+func TestWatchdogRegularFileSilentSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "watchdog")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	l := &logs{}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	w := &Watchdog{
+		Path:   path,
+		Log:    l.logf,
+		now:    clock.now,
+		ticker: func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }, // the test ticks
+	}
+	require.NoError(t, w.Start())
+	t.Cleanup(func() { close(w.stopc); <-w.loopDone })
+	require.Equal(t, int64(1), size(), "fed once on start")
+
+	step := w.Source(`boot step "mount DATA"`, time.Minute)
+	clock.add(30 * time.Second)
+	w.tick()
+	assert.Equal(t, int64(2), size(), "fed while the step is within its minute")
+
+	clock.add(90 * time.Second) // the step hangs: silent for 2m
+	w.tick()
+	w.tick()
+	assert.Equal(t, int64(2), size(), "fed while the step is silent")
+	assert.Equal(t, 1, l.count(`watchdog: not feeding: boot step "mount DATA" silent for 2m0s; the machine resets within the driver's timeout`), "logs: %v", l.lines)
+
+	step.Stop() // the step returned after all
+	w.tick()
+	assert.Equal(t, int64(3), size())
+	assert.Equal(t, 1, l.count("watchdog: feeding again"))
+}

@@ -162,20 +162,100 @@ func TestWatchdogFeedsOnlyWhileHealthy(t *testing.T) {
 	assert.Equal(t, 1, l.count("feeding again"))
 }
 
-func TestWatchdogHeartbeat(t *testing.T) {
+func TestWatchdogSources(t *testing.T) {
 	dev := &fakeDevice{}
-	w, l := newTestWatchdog(t, dev, func(w *Watchdog) { w.Heartbeat = time.Minute })
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	w, l := newTestWatchdog(t, dev, func(w *Watchdog) { w.now = clock.now })
+	boot := w.Source(`boot step "prepare DATA"`, 5*time.Minute)
+	sup := w.Source("etcd supervisor", time.Minute)
 	w.tick()
 	assert.Equal(t, 2, dev.fed())
 
-	w.beat.Store(time.Now().Add(-2 * time.Minute).UnixNano()) // the main loop went quiet
+	clock.add(2 * time.Minute) // both loops went quiet; only sup is overdue
 	w.tick()
-	assert.Equal(t, 2, dev.fed(), "fed without a heartbeat")
-	assert.Equal(t, 1, l.count("no heartbeat from init for 2m"), "logs: %v", l.lines)
+	assert.Equal(t, 2, dev.fed(), "fed with a silent source")
+	assert.Equal(t, 1, l.count("watchdog: not feeding: etcd supervisor silent for 2m0s; the machine resets within 30s"), "logs: %v", l.lines)
 
-	w.Beat()
+	sup.Beat()
 	w.tick()
 	assert.Equal(t, 3, dev.fed())
+	assert.Equal(t, 1, l.count("feeding again"))
+
+	clock.add(4 * time.Minute) // boot's 6 minutes, sup's 4
+	w.tick()
+	assert.Equal(t, 3, dev.fed())
+	assert.Equal(t, 1, l.count(`watchdog: not feeding: boot step "prepare DATA" silent for 6m0s, etcd supervisor silent for 4m0s;`), "logs: %v", l.lines)
+
+	boot.Stop()
+	sup.Stop()
+	sup.Stop() // twice is fine
+	sup.Beat() // and a beat after Stop does not register it again
+	w.tick()
+	assert.Equal(t, 4, dev.fed(), "fed once the silent sources stopped")
+	assert.Empty(t, w.beats())
+}
+
+func TestWatchdogNilSource(t *testing.T) {
+	var w *Watchdog // no hardware watchdog
+	h := w.Source("boot", time.Second)
+	assert.Nil(t, h)
+	h.Beat()
+	h.Stop()
+}
+
+func TestOverdue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tests := []struct {
+		name    string
+		now     time.Time
+		sources []beatState
+		want    []silentSource
+	}{
+		{name: "no sources", now: t0},
+		{name: "just beaten", now: t0, sources: []beatState{{"a", time.Minute, t0}}},
+		{name: "at the deadline", now: t0.Add(time.Minute), sources: []beatState{{"a", time.Minute, t0}}},
+		{
+			name: "past the deadline", now: t0.Add(time.Minute + time.Millisecond),
+			sources: []beatState{{"a", time.Minute, t0}},
+			want:    []silentSource{{"a", time.Minute + time.Millisecond}},
+		},
+		{
+			name: "each its own deadline", now: t0.Add(2 * time.Minute),
+			sources: []beatState{{"slow", time.Hour, t0}, {"fast", 10 * time.Second, t0}, {"beaten", 10 * time.Second, t0.Add(115 * time.Second)}},
+			want:    []silentSource{{"fast", 2 * time.Minute}},
+		},
+		{
+			name: "all late, in order", now: t0.Add(time.Hour),
+			sources: []beatState{{"b", time.Minute, t0}, {"a", time.Second, t0.Add(time.Minute)}},
+			want:    []silentSource{{"b", time.Hour}, {"a", 59 * time.Minute}},
+		},
+		{name: "no deadline", now: t0.Add(time.Hour), sources: []beatState{{"a", 0, t0}, {"b", -time.Second, t0}}},
+		{name: "clock behind the beat", now: t0, sources: []beatState{{"a", time.Second, t0.Add(time.Hour)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, overdue(tt.now, tt.sources), "overdue(%v, %v)", tt.now, tt.sources)
+		})
+	}
+	assert.Equal(t, `boot step "mount DATA" silent for 2m0s`, silentSource{`boot step "mount DATA"`, 2*time.Minute + 300*time.Millisecond}.String())
+}
+
+// fakeClock is a liveness clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 func TestWatchdogCloseWithMagicClose(t *testing.T) {
@@ -189,10 +269,13 @@ func TestWatchdogCloseWithMagicClose(t *testing.T) {
 
 func TestWatchdogCloseWithoutMagicCloseKeepsFeeding(t *testing.T) {
 	dev := &fakeDevice{}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
 	w, l := newTestWatchdog(t, dev, func(w *Watchdog) {
 		w.Healthy = func() bool { return false } // etcd is stopped by now
-		w.Heartbeat = time.Nanosecond            // and the main loop is busy shutting down
+		w.now = clock.now
 	})
+	w.Source("boot", time.Second) // and a loop is busy shutting down
+	clock.add(time.Hour)
 	require.NoError(t, w.Close())
 	assert.False(t, dev.disarmed)
 	assert.Equal(t, 1, l.count("no magic close; feeding it until the end"))

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -455,4 +456,34 @@ func TestSupervisorOwnProcessGroup(t *testing.T) {
 	assert.Equal(t, s.Pid(), pgid, "child leads its own process group")
 	require.NoError(t, s.Stop(5*time.Second))
 	require.NoError(t, waitRun(t, errc))
+}
+
+// TestSupervisorAlive: Run calls Alive while the child runs and while it
+// waits to restart one.
+func TestSupervisorAlive(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		backoff Backoff
+	}{
+		{"child running", `echo ready; exec sleep 30`, Backoff{}},
+		{"waiting to restart", `exit 1`, Backoff{Initial: time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := newSupervisor(tt.script)
+			if tt.backoff != (Backoff{}) {
+				s.Backoff = tt.backoff
+			}
+			var beats atomic.Int64
+			s.Alive = func() { beats.Add(1) }
+			s.aliveEvery = 5 * time.Millisecond
+			errc := runInBackground(t, s)
+			// Far more beats than loop turns: the waiting loop beats.
+			waitFor(t, 10*time.Second, "10 beats", func() bool { return beats.Load() >= 10 })
+			require.NoError(t, s.Stop(5*time.Second))
+			require.NoError(t, waitRun(t, errc))
+			assert.LessOrEqual(t, s.Restarts(), 1, "the beats came from waiting, not from restarts")
+		})
+	}
 }

@@ -97,8 +97,16 @@ type Supervisor struct {
 	// Log prints init's messages (console.Logger.Printf); default
 	// log.Printf.
 	Log func(format string, args ...any)
+	// Alive, when set, is called on Run's goroutine at each turn of its
+	// loop and every aliveInterval (5s) while it waits for the child or
+	// for a restart, so that a watchdog can tell the loop is not stuck
+	// (power.Heart.Beat). It must not block.
+	Alive func()
 	// SysProcAttr defaults to a new process group; see sysProcAttr.
 	SysProcAttr *syscall.SysProcAttr
+
+	// aliveEvery replaces aliveInterval in tests.
+	aliveEvery time.Duration
 
 	mu       sync.Mutex
 	running  bool
@@ -142,8 +150,19 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	defer close(s.done)
 
 	b := s.Backoff.withDefaults()
+	var alive <-chan time.Time // nil, never ready, without Alive
+	if s.Alive != nil {
+		every := s.aliveEvery
+		if every <= 0 {
+			every = aliveInterval
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		alive = t.C
+	}
 	failures := 0
 	for {
+		s.alive()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -156,11 +175,18 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if s.OnStart != nil {
 				s.OnStart(p.Pid())
 			}
-			select {
-			case <-p.Done():
-			case <-ctx.Done():
-				if serr := s.Stop(s.stopTimeout()); serr != nil {
-					s.logf("%v", serr)
+		running:
+			for {
+				select {
+				case <-p.Done():
+					break running
+				case <-ctx.Done():
+					if serr := s.Stop(s.stopTimeout()); serr != nil {
+						s.logf("%v", serr)
+					}
+					break running
+				case <-alive:
+					s.alive()
 				}
 			}
 			err = p.Wait()
@@ -202,15 +228,30 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.OnExit(err, restarts)
 		}
 		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-s.stopc:
-			t.Stop()
-			return nil
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+	delaying:
+		for {
+			select {
+			case <-t.C:
+				break delaying
+			case <-s.stopc:
+				t.Stop()
+				return nil
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-alive:
+				s.alive()
+			}
 		}
+	}
+}
+
+// aliveInterval is how often Run calls Alive while it waits.
+const aliveInterval = 5 * time.Second
+
+func (s *Supervisor) alive() {
+	if s.Alive != nil {
+		s.Alive()
 	}
 }
 
