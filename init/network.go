@@ -132,6 +132,7 @@ func dhcpWithRetry(ctx context.Context, link string, logf func(string, ...any)) 
 			return p, lease, nil
 		}
 		logf("network: %v (attempt %d, retrying in %s)", err, attempt, wait)
+		beatStep(ctx) // a legitimate wait: no DHCP server answers yet
 		select {
 		case <-ctx.Done():
 			return netconf.Plan{}, nil, ctx.Err()
