@@ -26,11 +26,15 @@ import (
 //     reads back through every other;
 //   - a guest's lookup of a name outside the cluster fails fast, the
 //     network's DNS refused it, and nothing was routed;
+//   - every fault verb, once (kill, pause, partition, wipe, renumber,
+//     poweroff, start), each checked by what etcd reports, leaving the
+//     cluster whole;
 //   - `add` twice scales it to five: each new node is first a learner,
-//     then a voter, and the three first members never restart.
+//     then a voter, and the three first members never restart;
+//   - `remove` twice scales it back to three.
 func TestCluster(t *testing.T) {
 	c := upCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterDeadline)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*clusterDeadline)
 	defer cancel()
 
 	ok := t.Run("three nodes form one cluster", func(t *testing.T) {
@@ -69,7 +73,10 @@ func TestCluster(t *testing.T) {
 		assert.Equal(t, before.Gateway.NotForUs, after.Gateway.NotForUs, "a guest sent packets for the gateway to route")
 	})
 
-	t.Run("add twice scales to five voters", func(t *testing.T) {
+	ok = t.Run("fault verbs", func(t *testing.T) { testFaultVerbs(ctx, t, c) })
+	require.True(t, ok, "the cluster is not whole after the fault verbs; the other steps need it")
+
+	ok = t.Run("add twice scales to five voters", func(t *testing.T) {
 		old := []string{"n1", "n2", "n3"}
 		started := map[string]string{}
 		marks := map[string]int64{}
@@ -112,6 +119,9 @@ func TestCluster(t *testing.T) {
 		}
 		assert.Equal(t, 1, leaders, "status: %+v", rows)
 	})
+	if ok {
+		t.Run("remove twice scales back to three", func(t *testing.T) { testRemove(ctx, t, c, "n5", "n4") })
+	}
 }
 
 // checkOneCluster checks that names are the cluster's voting members, all

@@ -121,4 +121,34 @@ func TestSingleNode(t *testing.T) {
 		// A clean stop leaves nothing for etcd to repair.
 		assert.NotContains(t, strings.ToLower(n.vm.Console()), "repair")
 	})
+
+	// A CPU model without RDRAND (qemu64), as some hypervisors and older
+	// libvirt models give: with a virtio-rng device the node comes up as
+	// usual; without one, the init says what it waits for instead of
+	// going quiet.
+	t.Run("no RDRAND, with an RNG device", func(t *testing.T) {
+		n.powerOff(t, 90*time.Second)
+		n.cfg.CPU = "qemu64"
+		n.boot(t)
+		n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k1", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v1", out)
+		assert.Contains(t, n.vm.Console(), "virtio_rng", "the RNG driver was not loaded")
+	})
+
+	t.Run("no RDRAND and no RNG device", func(t *testing.T) {
+		n.powerOff(t, 90*time.Second)
+		n.cfg.CPU, n.cfg.NoRNG = "qemu64", true
+		n.boot(t)
+		start := n.wait(t, 0, "etcdbox: ", bootDeadline)
+		began := time.Now()
+		m := n.wait(t, start.Next, "etcdbox: "+entropyLine, 30*time.Second)
+		t.Logf("the entropy line came %s after the init's first line: %s", time.Since(began).Round(10*time.Millisecond), m.Line)
+		assert.NotContains(t, n.vm.Console()[:m.Next], "unable to receive an offer", "DHCP ran before the pool was ready")
+	})
 }
+
+// entropyLine is what the init prints while the kernel's random pool is
+// not ready (init/entropy.go).
+const entropyLine = "waiting for the kernel's random number generator (no RDRAND, no RNG device)"

@@ -113,9 +113,9 @@ func (n *node) boot(ctx context.Context) error {
 			step{"mount pseudo filesystems", false, n.mountPseudo, 0},
 			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
 			step{"arm watchdog", true, n.armWatchdog, 0},
+			step{"listen for the power button", true, n.watchPowerButton, 0},
 			// Without RDRAND or an RNG device the pool can take minutes.
 			step{"wait for entropy", true, n.waitEntropy, 10 * time.Minute},
-			step{"listen for the power button", true, n.watchPowerButton, 0},
 			step{"mount ESP", true, n.mountESP, 3 * time.Minute}, // 30s for the disk, fsck up to 2m
 			// e2fsck and resize2fs of a large disk take long, and
 			// cannot report progress from inside.
