@@ -79,6 +79,10 @@ type Prober struct {
 	CacheFile string
 	// BootIDFile names this host boot; default /proc/sys/kernel/random/boot_id.
 	BootIDFile string
+
+	// tcg boots the test guest under TCG instead, for tests that check
+	// the kernel itself boots.
+	tcg bool
 }
 
 // cacheEntry is the cached answer of one host boot.
@@ -149,8 +153,12 @@ func (p Prober) probe(ctx context.Context) Choice {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
+	accel, cpu := "kvm", "host"
+	if p.tcg {
+		accel, cpu = "tcg", "max"
+	}
 	cmd := exec.CommandContext(ctx, p.Binary,
-		"-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "256",
+		"-accel", accel, "-cpu", cpu, "-machine", "q35", "-m", "256",
 		"-no-user-config", "-nodefaults", "-display", "none", "-no-reboot",
 		"-serial", "stdio", "-kernel", p.Kernel,
 		"-append", "console=ttyS0 panic=-1 loglevel=4")
@@ -164,7 +172,7 @@ func (p Prober) probe(ctx context.Context) Choice {
 	ran := strings.Contains(out.String(), "Kernel panic")
 	switch {
 	case ran && err == nil:
-		return Choice{Accel: AccelKVM, Reason: fmt.Sprintf("a test guest ran under kvm and reached its kernel panic in %s", took.Round(10*time.Millisecond)), Probed: true, Took: took}
+		return Choice{Accel: accel, Reason: fmt.Sprintf("a test guest ran under %s and reached its kernel panic in %s", accel, took.Round(10*time.Millisecond)), Probed: true, Took: took}
 	case ctx.Err() != nil:
 		c := tcg("kvm opened, but a test guest did not run within %s", p.Timeout)
 		c.Took = took

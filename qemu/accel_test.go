@@ -155,3 +155,32 @@ func TestChooseAccel(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeMatchesABoot runs the probe on this machine, without its
+// cache, and checks its answer against a real boot of the same kernel
+// under KVM given four times as long: KVM is chosen exactly when that
+// boot reaches the kernel's panic.
+func TestProbeMatchesABoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU; runs without -short")
+	}
+	kernel := FindKernel()
+	if kernel == "" {
+		t.Fatal("no kernel for the probe: run hack/deps.sh")
+	}
+	p := Prober{CacheFile: "-", Kernel: kernel}
+	c := p.Probe(context.Background())
+	t.Logf("%s (probe took %s, kernel %s)", c, c.Took.Round(time.Millisecond), kernel)
+
+	long := Prober{CacheFile: "-", Kernel: kernel, Timeout: 4 * DefaultProbeTimeout}
+	boot := long.withDefaults().probe(context.Background())
+	t.Logf("the long boot: %s", boot)
+	assert.Equal(t, boot.Accel == AccelKVM, c.Accel == AccelKVM, "probe: %s; a boot given %s: %s", c, long.Timeout, boot)
+
+	// The fallback works: the same kernel boots to its panic under TCG.
+	soft := Prober{CacheFile: "-", Kernel: kernel, Timeout: 60 * time.Second, tcg: true}
+	tb := soft.withDefaults().probe(context.Background())
+	t.Logf("under tcg: %s", tb)
+	assert.Equal(t, AccelTCG, tb.Accel)
+	assert.Contains(t, tb.Reason, "a test guest ran under tcg and reached its kernel panic")
+}
