@@ -73,6 +73,9 @@ type Config struct {
 	// Accel is auto, kvm, tcg, or "" for $ETCDBOX_ACCEL, else the probe
 	// (qemu.ChooseAccel); the first boot of the process resolves it.
 	Accel string
+	// QEMUArgs are appended to every VM's QEMU command line (tests: "-S"
+	// makes a guest that never runs).
+	QEMUArgs []string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 	// Upgrade overrides the seed's upgrade settings (tries, settle and

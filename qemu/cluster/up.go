@@ -184,6 +184,7 @@ func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
 		MemoryMiB: c.st.MemoryMiB, CPUs: c.st.CPUs, Accel: c.cfg.Accel,
 		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
 		ExtraDisks: []string{seedImg},
+		Args:       c.cfg.QEMUArgs,
 	}
 }
 
