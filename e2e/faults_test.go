@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,22 +25,20 @@ func testFaultVerbs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()
 		ids := memberIDs(ctx, t, c)
-		start := time.Now()
 		require.NoError(t, c.Kill(ctx, "n3"))
 		assert.Equal(t, cluster.StateStopped, c.VMState(ctx, "n3", nil))
 		// n1's etcd reports its peer n3 inactive.
-		waitFor(ctx, t, "n1 reports n3 unreachable", func() (bool, string) {
-			v, ok := activePeers(t, c, "n1", ids["n1"], ids["n3"])
-			return ok && v == "0", "etcd_network_active_peers n1->n3 = " + v
-		})
-		t.Logf("kill to the first report of the loss by a peer: %s", time.Since(start).Round(10*time.Millisecond))
-		start = time.Now()
+		took, err := c.WaitPeerLost(ctx, "n1", ids["n3"])
+		require.NoError(t, err)
+		t.Logf("kill to the first report of the loss by a peer: %s", took.Round(10*time.Millisecond))
+		start := time.Now()
 		require.NoError(t, c.Start(ctx, "n3"))
 		require.NoError(t, c.WaitReady(ctx, "n3"))
 		t.Logf("start of a stopped node to a healthy voter: %s", time.Since(start).Round(100*time.Millisecond))
 		assert.Equal(t, ids, memberIDs(ctx, t, c), "n3 came back as another member")
-		v, _ := activePeers(t, c, "n1", ids["n1"], ids["n3"])
-		assert.Equal(t, "1", v, "n1 does not report n3 active again")
+		active, err := c.PeerActive(ctx, "n1", ids["n3"])
+		require.NoError(t, err)
+		assert.True(t, active, "n1 does not report n3 active again")
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
@@ -241,33 +236,6 @@ func leaderOf(ctx context.Context, t *testing.T, c *cluster.Cluster, skip string
 		}
 	}
 	return "", 0
-}
-
-// activePeers returns etcd_network_active_peers on node from its metrics,
-// for the connection from local to remote (member IDs).
-func activePeers(t *testing.T, c *cluster.Cluster, node string, local, remote uint64) (string, bool) {
-	t.Helper()
-	n, _ := c.Node(node)
-	tc, err := c.TLS()
-	require.NoError(t, err)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(n.Endpoint() + "/metrics")
-	if err != nil {
-		return err.Error(), false
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err.Error(), false
-	}
-	prefix := fmt.Sprintf(`etcd_network_active_peers{Local="%x",Remote="%x"} `, local, remote)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			return v, true
-		}
-	}
-	return "absent", false
 }
 
 // waitFor polls cond until it holds or ctx ends; what names the wait in

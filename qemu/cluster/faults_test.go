@@ -101,3 +101,27 @@ func TestFreeIP(t *testing.T) {
 	_, err = freeIP(all)
 	assert.ErrorContains(t, err, "no free address")
 }
+
+func TestPeerActive(t *testing.T) {
+	page := `# HELP etcd_network_active_peers The current number of active peer connections.
+etcd_network_active_peers{Local="8c0a8790535d7545",Remote="17f71e3bf3d180ba"} 1
+etcd_network_active_peers{Local="8c0a8790535d7545",Remote="ccd49fd81aae6301"} 0
+`
+	for _, tt := range []struct {
+		id     uint64
+		active bool
+		err    string
+	}{
+		{0x17f71e3bf3d180ba, true, ""},
+		{0xccd49fd81aae6301, false, ""},
+		{0x1, false, "no etcd_network_active_peers for member 1"},
+	} {
+		got, err := peerActive(page, tt.id)
+		if tt.err != "" {
+			assert.EqualError(t, err, tt.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tt.active, got, "peerActive(%x)", tt.id)
+	}
+}
