@@ -1,7 +1,10 @@
 // Command cluster measures local clusters: the time from `cluster up` of
 // three nodes until all three are voting members, next to the time for one
-// node in the same run (their ratio), and the time for `cluster add` until
-// the new member votes. It prints figures; nothing is asserted.
+// node in the same run (their ratio), the time for `cluster add` until
+// the new member votes, the accelerator probe (uncached), and two fault
+// figures: from `kill` of a node until a peer reports the loss, and from
+// `start` of the stopped node until the cluster is whole again (as a
+// ratio to the one-node up). It prints figures; nothing is asserted.
 //
 //	go run ./bench/cluster -image out/etcdbox.img
 package main
@@ -14,6 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
@@ -61,16 +65,40 @@ func run(img, sysroot string, mem int) error {
 		return fmt.Errorf("up 3: %w", err)
 	}
 	defer three.Down(context.Background(), time.Minute)
+	rows, err := three.Status(ctx)
+	if err != nil {
+		return err
+	}
+	victim := rows[2]
+	if err := three.Kill(ctx, victim.Node.Name); err != nil {
+		return err
+	}
+	tLost, err := three.WaitPeerLost(ctx, rows[0].Node.Name, victim.MemberID)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
+	if err := three.Start(ctx, victim.Node.Name); err != nil {
+		return err
+	}
+	if err := three.WaitReady(ctx, victim.Node.Name); err != nil {
+		return err
+	}
+	tStart := time.Since(start)
+	start = time.Now()
 	j, err := three.Add(ctx)
 	if err != nil {
 		return fmt.Errorf("add: %w", err)
 	}
 	tAdd := time.Since(start)
 
+	probe := qemu.Prober{CacheFile: "-"}.Probe(ctx)
+	fmt.Printf("accelerator probe, uncached:                    %s (%s)\n", probe.Took.Round(10*time.Millisecond), probe)
 	fmt.Printf("cluster up, 1 node, until it serves:            %s\n", t1.Round(100*time.Millisecond))
 	fmt.Printf("cluster up, 3 nodes, until 3 voting members:    %s\n", t3.Round(100*time.Millisecond))
 	fmt.Printf("ratio 3 nodes / 1 node:                         %.2fx\n", t3.Seconds()/t1.Seconds())
 	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", tAdd.Round(100*time.Millisecond), j.AsLearner)
+	fmt.Printf("kill %s, until %s reports the peer lost:        %s\n", victim.Node.Name, rows[0].Node.Name, tLost.Round(100*time.Millisecond))
+	fmt.Printf("start %s, until the cluster is whole again:     %s (%.2fx the 1-node up)\n", victim.Node.Name, tStart.Round(100*time.Millisecond), tStart.Seconds()/t1.Seconds())
 	return nil
 }
