@@ -14,8 +14,8 @@ func TestMayRemove(t *testing.T) {
 			ClientURLs: []string{"https://" + name + ":2379"}, Started: true, Healthy: healthy}
 	}
 	a, b := voter(0xa, "a", true), voter(0xb, "b", true)
-	down := voter(0xc, "self", false)      // started once, does not answer this node
-	up := voter(0xc, "self", true)         // answers this node
+	down := voter(0xc, "self", false) // started once, does not answer this node
+	up := voter(0xc, "self", true)    // answers this node
 	unstarted := Member{ID: 0xc, PeerURLs: []string{"https://self:2380"}}
 	learner := with(down, func(m *Member) { m.IsLearner = true })
 	bDown := voter(0xb, "b", false)
