@@ -24,6 +24,12 @@ import (
 // a port where nothing answers, while raft runs as usual between the
 // peers: this node is cut off from the member, the leader is not.
 func (n *node) startAdvertising(initial, state, clientURL string) {
+	n.startWith(initial, state, clientURL, NewRemovedWatch())
+}
+
+// startWith is start with the advertised client URL and the removal watch
+// given.
+func (n *node) startWith(initial, state, clientURL string, watch *RemovedWatch) {
 	t := n.c.t
 	t.Helper()
 	p := func(f string) string { return filepath.Join(n.pkiDir, f) }
@@ -44,7 +50,7 @@ func (n *node) startAdvertising(initial, state, clientURL string) {
 		"--logger=zap", "--log-outputs=stderr",
 	)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	log, watch := &syncBuffer{}, NewRemovedWatch()
+	log := &syncBuffer{}
 	cmd.Stdout = log
 	cmd.Stderr = io.MultiWriter(log, watch)
 	proc, err := supervise.Start(cmd)
