@@ -56,11 +56,17 @@ type logEntry struct {
 	ClusterID     json.RawMessage `json:"cluster-id"`
 }
 
+// SupervisedPrefix is what the init's supervisor (init/supervise, child
+// "etcd") puts before each line of etcd's output. parseEntry strips it
+// once, exactly, when present; a line must then be one whole JSON object.
+const SupervisedPrefix = "etcd: "
+
 // parseEntry parses one line as an etcd zap JSON entry: a JSON object
-// with level, ts, caller and msg.
+// with level, ts, caller and msg, alone on its line or after
+// SupervisedPrefix.
 func parseEntry(line []byte) (logEntry, bool) {
 	var e logEntry
-	line = bytes.TrimSpace(line)
+	line = bytes.TrimSpace(bytes.TrimPrefix(line, []byte(SupervisedPrefix)))
 	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
 		return logEntry{}, false
 	}

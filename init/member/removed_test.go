@@ -28,6 +28,9 @@ func TestIsRemovedEntry(t *testing.T) {
 	}{
 		{"etcd's entry", removedLine, true},
 		{"etcd's entry with CR", removedLine + "\r", true},
+		{"etcd's entry through the supervisor", SupervisedPrefix + removedLine, true},
+		{"etcd's entry after another prefix", "etcd: etcd: " + removedLine, false},
+		{"etcd's entry after text", "etcd: x " + removedLine, false},
 		{"etcd's entry, unix ts", strings.Replace(removedLine, `"2025-01-01T00:00:00.000Z"`, `1735689600.123`, 1), true},
 		{
 			"the sentence as a TLS client's server name",
