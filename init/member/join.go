@@ -62,6 +62,12 @@ type Request struct {
 	Logf Logf
 	// LockTTL is the membership lock's lease; 0 means DefaultLockTTL.
 	LockTTL time.Duration
+	// LeaderView tells which members the leader reaches, for removing a
+	// stale member with this node's name that started once (its node
+	// lost its data). The init passes MetricsLeaderView with the node's
+	// client TLS. nil: Join removes only stale members that never
+	// started, and fails with ErrUnsafeRemoval on a started one.
+	LeaderView LeaderView
 }
 
 // Joined is a learner added by Join. It holds the membership lock until
@@ -93,10 +99,12 @@ type Joined struct {
 //     one learner at a time, so an orphan would block every later join).
 //     A learner added by hand (etcdctl member add --learner) and not yet
 //     started counts as one too: add members through etcdbox;
-//   - an unstarted voting member with this node's name or peer URL;
-//   - a started member with this node's name or peer URL that does not
-//     answer (its node lost its data). If it answers, Join fails with
-//     ErrNameInUse and removes nothing.
+//   - a member with this node's name or peer URL, when MayRemove allows
+//     it: it answers neither this node nor the leader, it never started
+//     or the leader reports it unreachable (Request.LeaderView), and the
+//     remaining voters keep a healthy quorum without it. A member that
+//     answers fails Join with ErrNameInUse, any other refusal with
+//     ErrUnsafeRemoval; either way Join removes nothing.
 //
 // It also checks the cluster's name (Claim, ErrOtherCluster). Then it calls
 // MemberAddAsLearner and returns the new member with the initial cluster to
@@ -137,24 +145,41 @@ func joinLocked(ctx context.Context, cli *clientv3.Client, req Request, logf Log
 		ms[i] = fromPB(m)
 	}
 	mine := func(m Member) bool { return m.Is(req.Name, req.PeerURL) }
-	probeHealth(ctx, cli, ms, mine)
+	// Every started member is probed: the remaining voters' health is
+	// what MayRemove weighs without a leader-side view.
+	probeHealth(ctx, cli, ms, func(Member) bool { return true })
 
-	var stale []Member
+	var candidates []Member
 	for _, m := range ms {
-		switch {
-		case m.Started && mine(m) && m.Healthy:
-			return nil, fmt.Errorf("member %s answers at %s: %w", m, strings.Join(m.ClientURLs, ","), ErrNameInUse)
-		case !m.Started && m.IsLearner:
-			logf("membership: removing orphan learner %s: it never started", m)
-			stale = append(stale, m)
-		case !m.Started && mine(m):
-			logf("membership: removing unstarted member %s with this node's name or peer URL", m)
-			stale = append(stale, m)
-		case mine(m):
-			logf("membership: removing stale member %s: it has this node's name or peer URL and does not answer", m)
-			stale = append(stale, m)
+		if mine(m) || !m.Started && m.IsLearner {
+			candidates = append(candidates, m)
 		}
 	}
+	if len(candidates) == 0 {
+		return addLearner(ctx, cli, req, logf, nil)
+	}
+	facts := gatherRemoval(ctx, cli, ms, req.LeaderView, logf)
+	var stale []Member
+	for _, m := range candidates {
+		ok, reason, err := MayRemove(facts, m)
+		if !ok {
+			logf("membership: not removing %s: %s", m, reason)
+			return nil, fmt.Errorf("stale member %s: %s: %w", m, reason, err)
+		}
+		what := "stale member with this node's name or peer URL"
+		if !mine(m) {
+			what = "orphan learner"
+		}
+		logf("membership: removing %s %s: %s", what, m, reason)
+		facts.Removing[m.ID] = true
+		stale = append(stale, m)
+	}
+	return addLearner(ctx, cli, req, logf, stale)
+}
+
+// addLearner removes the stale members MayRemove allowed, one change at a
+// time, then adds this node as a learner.
+func addLearner(ctx context.Context, cli *clientv3.Client, req Request, logf Logf, stale []Member) (*Joined, error) {
 	j := &Joined{}
 	for _, m := range stale {
 		err := settled(ctx, logf, "remove "+m.String(), func(ctx context.Context) error {
@@ -168,7 +193,7 @@ func joinLocked(ctx context.Context, cli *clientv3.Client, req Request, logf Log
 	}
 
 	var add *clientv3.MemberAddResponse
-	err = settled(ctx, logf, "add learner", func(ctx context.Context) (err error) {
+	err := settled(ctx, logf, "add learner", func(ctx context.Context) (err error) {
 		add, err = cli.MemberAddAsLearner(ctx, []string{req.PeerURL})
 		return err
 	})
