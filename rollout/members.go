@@ -120,6 +120,8 @@ func ObserveMembers(ctx context.Context, cli *clientv3.Client, endpoints []strin
 			ms.Endpoints[m.ID] = probe[i]
 		}
 	}
+	// In name order (an unstarted member by its ID), as people read it.
+	slices.SortFunc(ms.Members, func(a, b MemberState) int { return strings.Compare(memberLabel(a), memberLabel(b)) })
 	for i := range ms.Members {
 		if m := &ms.Members[i]; m.Name == "" && !m.Healthy {
 			m.Problem = "not started"
@@ -167,6 +169,7 @@ func CheckRemove(members []MemberState, name string) error {
 		for _, m := range members {
 			names = append(names, memberLabel(m))
 		}
+		slices.Sort(names)
 		return fmt.Errorf("%w: %s is not a member; the members are %s", ErrRemoveRefused, name, strings.Join(names, ", "))
 	}
 	if len(members) == 1 {
