@@ -249,4 +249,3 @@ func printMembers(out io.Writer, ms rollout.Membership) {
 	}
 	w.Flush()
 }
-

@@ -138,4 +138,3 @@ func rowID(t *testing.T, table, name string) string {
 	require.Failf(t, "no row", "no row for %s in:\n%s", name, table)
 	return ""
 }
-
