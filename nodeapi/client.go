@@ -180,6 +180,17 @@ func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
+// Decommission asks the node called node to leave the cluster for good:
+// it hands leadership over when it leads, removes its own member (under
+// the membership lock, only while the voters that remain keep a healthy
+// quorum), writes a tombstone so that it never rejoins by itself, and
+// powers off. It returns once the member is removed.
+func (c *Client) Decommission(ctx context.Context, node, reason string) (Decommissioned, error) {
+	var d Decommissioned
+	err := c.do(ctx, http.MethodPost, PathDecommission, DecommissionRequest{Node: node, Reason: reason}, http.StatusOK, &d)
+	return d, err
+}
+
 // Upgrade returns the progress of the node's upgrade agent.
 func (c *Client) Upgrade(ctx context.Context) (UpgradeProgress, error) {
 	var p UpgradeProgress

@@ -16,6 +16,9 @@ const (
 	PathReboot   = "/v1/reboot"
 	PathUpgrade  = "/v1/upgrade"
 	PathSnapshot = "/v1/snapshot"
+	// PathDecommission is POST only: the node removes its member and
+	// powers off for good (DecommissionRequest, Decommissioned).
+	PathDecommission = "/v1/decommission"
 )
 
 const (
@@ -190,4 +193,26 @@ type Accepted struct {
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
 	Error string `json:"error"`
+}
+
+// DecommissionRequest is the body of POST /v1/decommission.
+type DecommissionRequest struct {
+	// Node is the name of the node asked, so that a request sent to the
+	// wrong address is refused. Required.
+	Node string `json:"node"`
+	// Reason is recorded in the node's tombstone and logged.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Decommissioned is the answer to POST /v1/decommission, sent once the
+// member is removed and the tombstone written; the node then stops etcd
+// and powers off. A node with a tombstone never joins the cluster again
+// by itself: to bring it back, wipe its DATA (it joins as a new member).
+type Decommissioned struct {
+	Node     string `json:"node"`
+	MemberID string `json:"memberID"`
+	Reason   string `json:"reason"`
+	// Tombstone is the file on the node that keeps it out of the cluster.
+	Tombstone string    `json:"tombstone"`
+	At        time.Time `json:"at"`
 }

@@ -28,6 +28,9 @@ type MemberState struct {
 	Name string // empty until the member has started
 	// Learner: not a voting member.
 	Learner bool
+	// PeerURLs and ClientURLs are as the member list gives them
+	// (ClientURLs is empty until the member has started).
+	PeerURLs, ClientURLs []string
 	// Healthy: its client endpoint answers status without errors.
 	Healthy bool
 	// Problem says why it is not healthy.

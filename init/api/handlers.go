@@ -40,10 +40,11 @@ type endpoint struct {
 // routes maps paths to their endpoints. ServeMux would answer a wrong
 // method with a plain-text 405; the API answers every error in JSON.
 var routes = map[string][]endpoint{
-	nodeapi.PathStatus:   {{method: http.MethodGet, serve: (*Server).status}},
-	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
-	nodeapi.PathReboot:   {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
-	nodeapi.PathSnapshot: {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
+	nodeapi.PathStatus:       {{method: http.MethodGet, serve: (*Server).status}},
+	nodeapi.PathLogs:         {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
+	nodeapi.PathReboot:       {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
+	nodeapi.PathSnapshot:     {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
+	nodeapi.PathDecommission: {{method: http.MethodPost, admin: true, serve: (*Server).decommission}},
 	nodeapi.PathUpgrade: {
 		{method: http.MethodGet, serve: (*Server).upgradeProgress},
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
@@ -196,6 +197,22 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) decommission(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.DecommissionRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Node) == "" {
+		return errorf(http.StatusBadRequest, "request body: node: required; name the node to decommission")
+	}
+	d, err := s.cfg.Node.Decommission(r.Context(), req)
+	if err != nil {
+		return nodeError("decommission", err)
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
 func (s *Server) upgradeProgress(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, s.progress())
 	return nil
@@ -212,8 +229,11 @@ func (s *Server) progress() nodeapi.UpgradeProgress {
 
 // nodeError maps an error of a Node method to an answer.
 func nodeError(op string, err error) error {
-	if errors.Is(err, ErrBusy) {
+	switch {
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrRefused):
 		return errorf(http.StatusConflict, "%s: %v", op, err)
+	case errors.Is(err, ErrBadRequest):
+		return errorf(http.StatusBadRequest, "%s: %v", op, err)
 	}
 	return errorf(http.StatusInternalServerError, "%s: %v", op, err)
 }

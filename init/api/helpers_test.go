@@ -35,6 +35,21 @@ type fakeNode struct {
 	snapErr   error
 	snapshots int
 	calls     int
+	// decommission answers Decommission; decommissioned records requests.
+	decommission    nodeapi.Decommissioned
+	decommissionErr error
+	decommissioned  []nodeapi.DecommissionRequest
+}
+
+func (f *fakeNode) Decommission(_ context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.decommissionErr != nil {
+		return nodeapi.Decommissioned{}, f.decommissionErr
+	}
+	f.decommissioned = append(f.decommissioned, req)
+	return f.decommission, nil
 }
 
 func (f *fakeNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {

@@ -56,6 +56,15 @@ const (
 // answers 409 Conflict with the error's text.
 var ErrBusy = errors.New("busy")
 
+// ErrRefused is what Node methods wrap when a well-formed request would
+// break a rule (a decommission that would leave the voters without a
+// healthy quorum, say): 409 Conflict with the error's text.
+var ErrRefused = errors.New("refused")
+
+// ErrBadRequest is what Node methods wrap when the request names
+// something this node is not (another node's name): 400 Bad Request.
+var ErrBadRequest = errors.New("bad request")
+
 // Node is what the server needs from the init. Methods are called
 // concurrently, from the request's goroutine; none may block for long.
 type Node interface {
@@ -82,6 +91,12 @@ type Node interface {
 	// DATA and returns once it is on the disk (the roll takes one before
 	// each node's step). It may take a while; ctx is the request's.
 	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
+	// Decommission removes this node's member from the cluster for good
+	// (req.Node must be its name; the server checked it is not empty),
+	// writes its tombstone, and returns; then the node powers off, and the
+	// shutdown should call Server.Shutdown so that the answer is sent.
+	// ctx is the request's.
+	Decommission(ctx context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error)
 }
 
 // Config configures a Server.

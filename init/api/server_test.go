@@ -79,9 +79,10 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, call := range map[string]func() error{
-		"reboot":   func() error { return c.Reboot(ctx) },
-		"upgrade":  func() error { return c.StageUpgrade(ctx, goodRef) },
-		"snapshot": func() error { _, err := c.Snapshot(ctx); return err },
+		"reboot":       func() error { return c.Reboot(ctx) },
+		"upgrade":      func() error { return c.StageUpgrade(ctx, goodRef) },
+		"snapshot":     func() error { _, err := c.Snapshot(ctx); return err },
+		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
 	} {
 		err := call()
 		require.Error(t, err, name)
@@ -92,6 +93,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Zero(t, node.reboots)
 	assert.Empty(t, node.staged)
 	assert.Zero(t, node.snapshots)
+	assert.Empty(t, node.decommissioned)
 }
 
 func TestClientAgainstServer(t *testing.T) {
@@ -143,6 +145,12 @@ func TestClientAgainstServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, node.snapshot, snap)
 
+	node.decommission = nodeapi.Decommissioned{Node: "n1", MemberID: "8e9e05c52164694d", Reason: "retire", Tombstone: "/var/lib/etcdbox/state/decommissioned", At: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	d, err := c.Decommission(ctx, "n1", "retire")
+	require.NoError(t, err)
+	assert.Equal(t, node.decommission, d)
+	assert.Equal(t, []nodeapi.DecommissionRequest{{Node: "n1", Reason: "retire"}}, node.decommissioned)
+
 	// The server's message reaches the caller.
 	err = c.StageUpgrade(ctx, "registry.example/etcdbox:v2")
 	require.Error(t, err)
@@ -154,10 +162,11 @@ func TestClientAgainstServer(t *testing.T) {
 func TestNodeErrors(t *testing.T) {
 	p := newTestPKI(t)
 	node := &fakeNode{
-		statusErr: fmt.Errorf("read release: file does not exist"),
-		rebootErr: fmt.Errorf("shutdown under way: %w", api.ErrBusy),
-		stageErr:  fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
-		snapErr:   fmt.Errorf("etcd not running"),
+		statusErr:       fmt.Errorf("read release: file does not exist"),
+		rebootErr:       fmt.Errorf("shutdown under way: %w", api.ErrBusy),
+		stageErr:        fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
+		snapErr:         fmt.Errorf("etcd not running"),
+		decommissionErr: fmt.Errorf("remove n1: %w: removing n1 would leave 1 healthy of 2 voters", api.ErrRefused),
 	}
 	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
 	require.NoError(t, err)
@@ -173,6 +182,8 @@ func TestNodeErrors(t *testing.T) {
 		{"reboot", func() error { return c.Reboot(ctx) }, http.StatusConflict, "reboot: shutdown under way: busy"},
 		{"stage", func() error { return c.StageUpgrade(ctx, goodRef) }, http.StatusConflict, "stage upgrade: staging " + goodRef + ": busy"},
 		{"snapshot", func() error { _, err := c.Snapshot(ctx); return err }, http.StatusInternalServerError, "snapshot: etcd not running"},
+		{"decommission", func() error { _, err := c.Decommission(ctx, "n1", ""); return err }, http.StatusConflict,
+			"decommission: remove n1: refused: removing n1 would leave 1 healthy of 2 voters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ae := apiError(t, tc.call())
@@ -211,10 +222,14 @@ func TestBadRequests(t *testing.T) {
 		{"short digest", "POST", "/v1/upgrade", "", `{"image": "registry.example/etcdbox@sha256:abc"}`, 400, `image "registry.example/etcdbox@sha256:abc": invalid checksum digest length`},
 		{"no registry", "POST", "/v1/upgrade", "", `{"image": "etcdbox@sha256:` + strings.Repeat("0", 64) + `"}`, 400, "registry to be explicitly defined"},
 		{"reboot option", "POST", "/v1/reboot", "", `{"force": true}`, 400, `request body: unknown field "force"`},
+		{"decommission without body", "POST", "/v1/decommission", "", ``, 400, "request body: empty; want a JSON object"},
+		{"decommission without node", "POST", "/v1/decommission", "", `{"reason": "x"}`, 400, "request body: node: required; name the node to decommission"},
+		{"decommission unknown field", "POST", "/v1/decommission", "", `{"node": "n1", "force": true}`, 400, `request body: unknown field "force"`},
+		{"GET decommission", "GET", "/v1/decommission", "", ``, 405, "method GET not allowed on /v1/decommission; use POST"},
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/decommission, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},
@@ -311,4 +326,15 @@ func (s *shutdownOnReboot) Reboot() error {
 		s.done <- s.srv.Shutdown(ctx)
 	}()
 	return nil
+}
+
+func TestDecommissionNotThisNode(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{decommissionErr: fmt.Errorf("%w: this node is n1, not n3", api.ErrBadRequest)}
+	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
+	require.NoError(t, err)
+	_, err = c.Decommission(t.Context(), "n3", "")
+	ae := apiError(t, err)
+	assert.Equal(t, http.StatusBadRequest, ae.StatusCode)
+	assert.Equal(t, "decommission: bad request: this node is n1, not n3", ae.Message)
 }

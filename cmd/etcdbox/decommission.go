@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+func init() { commands = append(commands, newDecommissionCmd) }
+
+func newDecommissionCmd() *cobra.Command {
+	var (
+		endpoints []string
+		dir       string
+		pkiDir    string
+		reason    string
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "decommission NODE (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
+		Short: "Retire NODE for good: it removes its own member and powers off",
+		Long: `Decommission asks NODE's API to leave the cluster: the node hands
+leadership over if it leads, removes its own member (under the membership
+lock, and only while the voters that remain keep a healthy quorum, as
+members remove checks), writes a tombstone in its state/ with the reason
+and time, and powers off. The command returns once the member is removed.
+
+A decommissioned node never rejoins by itself: booted again, it waits and
+says why. Wipe its DATA to bring it back as a new member.
+
+--dir finds NODE in a local cluster's DIR/state.json; --endpoints names
+node APIs (https://host:port, default port 9379) and the one whose status
+names NODE is asked.`,
+		Example: `  etcdbox decommission n5 --dir run/ --reason "scale 5 -> 3"
+  etcdbox decommission n5 --endpoints 10.0.0.15 --pki pki/`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			var targets []statusTarget
+			if dir != "" {
+				var err error
+				if targets, err = clusterTargets(dir); err != nil {
+					return err
+				}
+				if pkiDir == "" {
+					pkiDir = filepath.Join(dir, cluster.PKIDir)
+				}
+			} else {
+				if pkiDir == "" {
+					return errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
+				}
+				for _, e := range endpoints {
+					u, err := nodeapi.ParseEndpoint(e)
+					if err != nil {
+						return err
+					}
+					targets = append(targets, statusTarget{name: u, endpoint: u})
+				}
+			}
+			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
+				return err
+			}
+			endpoint, err := findNode(cmd.Context(), node, targets, pkiDir, dir != "")
+			if err != nil {
+				return err
+			}
+			if reason == "" {
+				reason = "etcdbox decommission by " + rollBy()
+			}
+			c, err := nodeapi.NewClient(endpoint, pkiDir)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			d, err := c.Decommission(ctx, node, reason)
+			if err != nil {
+				return fmt.Errorf("decommission %s: %w", node, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: member %s removed at %s; tombstone %s; the node powers off\n",
+				d.Node, d.MemberID, d.At.UTC().Format(time.RFC3339), d.Tombstone)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
+	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
+	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	f.StringVar(&reason, "reason", "", "why, recorded in the node's tombstone (default: who ran the command)")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the node's answer")
+	cmd.MarkFlagsOneRequired("endpoints", "dir")
+	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
+	return cmd
+}
+
+// findNode returns the node API endpoint of the node called name: by its
+// name in state.json (byName), else by asking each endpoint's status.
+func findNode(ctx context.Context, name string, targets []statusTarget, pkiDir string, byName bool) (string, error) {
+	var names []string
+	if byName {
+		for _, t := range targets {
+			if t.name == name {
+				if t.err != nil {
+					return "", fmt.Errorf("node %s: %w", name, t.err)
+				}
+				return t.endpoint, nil
+			}
+			names = append(names, t.name)
+		}
+		return "", fmt.Errorf("no node %s in the cluster; its nodes are %s", name, strings.Join(names, ", "))
+	}
+	var problems []string
+	for _, r := range queryStatus(ctx, targets, pkiDir, 10*time.Second) {
+		switch {
+		case r.err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", r.target.endpoint, r.err))
+		case r.status.Name == name:
+			return r.target.endpoint, nil
+		default:
+			names = append(names, r.status.Name+" at "+r.target.endpoint)
+		}
+	}
+	slices.Sort(names)
+	msg := fmt.Sprintf("no endpoint answers as node %s", name)
+	if len(names) > 0 {
+		msg += "; they are " + strings.Join(names, ", ")
+	}
+	if len(problems) > 0 {
+		msg += "; no answer from " + strings.Join(problems, "; ")
+	}
+	return "", errors.New(msg)
+}
