@@ -40,9 +40,19 @@ func (n *node) lifecycle(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		// A node that waits for its peers asks again soon: the handshake
+		// and a member list are cheap, and a cluster that comes back
+		// should not wait 30s for its last member.
+		limit := 30 * time.Second
+		if errors.Is(err, errWaiting) {
+			limit = 5 * time.Second
+		}
+		backoff = min(2*backoff, limit)
 	}
 }
+
+// errWaiting marks a round that decided to wait.
+var errWaiting = errors.New("waiting")
 
 // memberRound runs one decision. It returns again=true when etcd
 // reported the member removed after it started, so the caller decides
@@ -53,7 +63,12 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 	if err != nil {
 		return false, err
 	}
+	rec, err := n.formationStore().Load()
+	if err != nil {
+		return false, err
+	}
 	facts := member.Facts{
+		Formation:          rec,
 		Self:               self.Name,
 		SelfPeerURL:        self.PeerURL(),
 		Cluster:            n.seed.Cluster,
@@ -77,18 +92,35 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 			facts.Reachable, facts.Members, facts.PeerCluster = true, obs.Members, obs.Cluster
 		}
 	}
+	if !facts.HasData {
+		// The formation handshake: only a node without data may
+		// bootstrap, and only on its peers' word.
+		facts.Answers = n.askFormation(ctx, peers)
+	}
 	plan := member.Decide(facts)
 	n.log.Printf("membership: %s: %s", plan.Action, plan.Reason)
 
 	m := self
 	m.State = plan.State
 	m.InitialCluster = peers.InitialCluster()
+	m.Token = rec.Token
 	var joined *member.Joined
 	switch plan.Action {
 	case member.Wait:
-		return false, errors.New("waiting: " + plan.Reason)
+		return false, fmt.Errorf("%w: %s", errWaiting, plan.Reason)
 	case member.Bootstrap:
-		m.InitialCluster = peers.Initial(n.seed.Discovery.InitialSize).InitialCluster()
+		var initial discovery.PeerSet
+		for _, name := range plan.Initial {
+			p, ok := peers.Get(name)
+			if !ok {
+				return false, fmt.Errorf("bootstrap: formation member %s is not in the peer set", name)
+			}
+			initial = append(initial, p)
+		}
+		m.InitialCluster, m.Token = initial.InitialCluster(), plan.Token
+		if err := n.commitFormation(plan); err != nil {
+			return false, err
+		}
 	case member.Restart:
 	case member.RejoinAfterRemoval, member.JoinAsLearner:
 		if plan.Action == member.RejoinAfterRemoval {
@@ -111,7 +143,7 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 		n.log.Printf("membership: added as learner %x", joined.ID)
 	}
 	if m.State == "new" {
-		n.log.Printf("etcd: bootstrapping member %s of cluster %q with %s", m.Name, n.seed.Cluster, m.InitialCluster)
+		n.log.Printf("etcd: bootstrapping member %s of cluster %q with %s, token %s", m.Name, n.seed.Cluster, m.InitialCluster, m.Token)
 	} else {
 		n.log.Printf("etcd: restarting member %s with its data", m.Name)
 		if !self.hasData() {

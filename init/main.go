@@ -109,8 +109,10 @@ func (n *node) boot(ctx context.Context) error {
 	}
 	steps = append(steps,
 		step{"issue certificates", false, n.issueCertificates},
-		step{"start etcd", false, n.startEtcd},
+		// Before etcd: the formation handshake asks every node's API
+		// whether it ever formed the cluster before any etcd starts.
 		step{"serve the node API", true, n.serveAPI},
+		step{"start etcd", false, n.startEtcd},
 	)
 	for _, s := range steps {
 		n.noteReached(s.name)

@@ -44,6 +44,10 @@ var routes = map[string][]endpoint{
 	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
 	nodeapi.PathReboot:   {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
 	nodeapi.PathSnapshot: {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
+	nodeapi.PathFormation: {
+		{method: http.MethodGet, serve: (*Server).formation},
+		{method: http.MethodPost, admin: true, serve: (*Server).formWithout},
+	},
 	nodeapi.PathUpgrade: {
 		{method: http.MethodGet, serve: (*Server).upgradeProgress},
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
@@ -196,6 +200,31 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) formation(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.cfg.Node.Formation(r.Context())
+	if err != nil {
+		return nodeError("formation", err)
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
+func (s *Server) formWithout(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.FormationRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if len(req.Without) == 0 {
+		return errorf(http.StatusBadRequest, "without: name at least one expected initial member")
+	}
+	f, err := s.cfg.Node.FormWithout(r.Context(), req.Without)
+	if err != nil {
+		return nodeError("form without", err)
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
 func (s *Server) upgradeProgress(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, s.progress())
 	return nil
@@ -214,6 +243,9 @@ func (s *Server) progress() nodeapi.UpgradeProgress {
 func nodeError(op string, err error) error {
 	if errors.Is(err, ErrBusy) {
 		return errorf(http.StatusConflict, "%s: %v", op, err)
+	}
+	if errors.Is(err, ErrBadRequest) {
+		return errorf(http.StatusBadRequest, "%s: %v", op, err)
 	}
 	return errorf(http.StatusInternalServerError, "%s: %v", op, err)
 }

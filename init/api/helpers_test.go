@@ -35,6 +35,26 @@ type fakeNode struct {
 	snapErr   error
 	snapshots int
 	calls     int
+	formation nodeapi.Formation
+	formErr   error
+}
+
+func (f *fakeNode) Formation(context.Context) (nodeapi.Formation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.formation, nil
+}
+
+func (f *fakeNode) FormWithout(_ context.Context, names []string) (nodeapi.Formation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.formErr != nil {
+		return nodeapi.Formation{}, f.formErr
+	}
+	f.formation.Without = names
+	return f.formation, nil
 }
 
 func (f *fakeNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {

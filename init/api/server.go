@@ -17,7 +17,8 @@
 // that CA, or speaking plain HTTP, is refused before any handler runs.
 //
 // Authorization: read-only endpoints (GET) accept any client certificate
-// from the CA, so nodes can read each other's status; mutating ones (POST)
+// from the CA, so nodes can read each other's status and formation
+// answers (node leaves, not only the admin); mutating ones (POST)
 // require the admin certificate, whose common name is pki.AdminCommonName.
 // A node that holds the CA key (a seed with pki.caKey) could mint such a
 // certificate; the CA key is the trust boundary, not the common name.
@@ -82,7 +83,20 @@ type Node interface {
 	// DATA and returns once it is on the disk (the roll takes one before
 	// each node's step). It may take a while; ctx is the request's.
 	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
+	// Formation answers the formation handshake (DESIGN §5). It must
+	// answer before etcd starts, and after.
+	Formation(ctx context.Context) (nodeapi.Formation, error)
+	// FormWithout records the operator's decision to form the cluster
+	// without the named expected initial members and returns the
+	// answer after it. A node that started its formation refuses
+	// (ErrBusy); bad names are an error wrapping ErrBadRequest.
+	FormWithout(ctx context.Context, names []string) (nodeapi.Formation, error)
 }
+
+// ErrBadRequest is what Node methods wrap when the request itself is
+// wrong (a name that is not an expected initial member); the server
+// answers 400 Bad Request with the error's text.
+var ErrBadRequest = errors.New("bad request")
 
 // Config configures a Server.
 type Config struct {
