@@ -130,6 +130,10 @@ type Plan struct {
 //     among the initial members has not started yet (an unstarted voting
 //     member with this name and peer URL), and a peer's formation holds
 //     this node's nonce: it bootstraps into the slot with that token.
+//     And when too many voters are known to have lost their data (this
+//     node's, and peers that answer the handshake without data) for the
+//     rest to make a quorum, it waits and says the quorum is lost: no
+//     join could succeed, and nothing may form a cluster of its own.
 //   - A node without data that reaches no cluster bootstraps only when it
 //     is an expected initial member, never was a member, never started a
 //     formation, and the formation handshake proves the cluster never
@@ -183,6 +187,9 @@ func Decide(f Facts) Plan {
 		}
 		if m, ok := answering(mine); ok {
 			return wait(fmt.Sprintf("member %s is started and answers with this node's name or peer URL: another node runs as %s", m, f.Self))
+		}
+		if reason, lost := quorumLost(f); lost {
+			return wait(reason)
 		}
 		p := Plan{Action: JoinAsLearner, State: "existing", Stale: mine, Reason: "no data and the cluster answers: join as a learner"}
 		if len(mine) > 0 {

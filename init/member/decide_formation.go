@@ -173,3 +173,49 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
+
+// quorumLost reports whether the reachable cluster's voters cannot make a
+// quorum because too many of them lost their data: started voters that
+// do not answer and stand for this node (which has none) or for a peer
+// that answers the handshake without data. Unstarted voters are slots
+// of a forming cluster, not losses.
+func quorumLost(f Facts) (string, bool) {
+	var voters, lost, holders []string
+	peerLost := false
+	for _, m := range f.Members {
+		if m.IsLearner {
+			continue
+		}
+		voters = append(voters, m.String())
+		if !m.Started || m.Healthy {
+			if m.Healthy {
+				holders = append(holders, m.Name)
+			}
+			continue
+		}
+		i := slices.IndexFunc(f.Answers, func(a Answer) bool { return a.Name == m.Name })
+		switch {
+		case m.Is(f.Self, f.SelfPeerURL):
+			lost = append(lost, cmpOr(m.Name, m.String()))
+		case i >= 0 && f.Answers[i].Err == nil && !f.Answers[i].HasData:
+			lost = append(lost, cmpOr(m.Name, m.String()))
+			peerLost = true
+		}
+	}
+	quorum := len(voters)/2 + 1
+	// Only a peer's own word that it lost its data makes this certain;
+	// without it, Join tries (and fails and retries while the cluster
+	// has no quorum).
+	if !peerLost || len(voters)-len(lost) >= quorum {
+		return "", false
+	}
+	return fmt.Sprintf("quorum lost: voters %s lost their data, so %s cannot make the quorum of %d of %s; %s holds data of this cluster: not joining, never forming a cluster of its own; recover from a survivor (etcdbox recover --survivor)",
+		strings.Join(lost, ", "), cmpOr(strings.Join(holders, ", "), "none answering"), quorum, strings.Join(voters, ", "), cmpOr(strings.Join(holders, ", "), "no answering member")), true
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -204,3 +204,28 @@ func TestStore(t *testing.T) {
 	_, err = NewStore(dir).Load()
 	require.ErrorContains(t, err, "read formation record")
 }
+
+// TestQuorumLostReachable: the survivor of two wiped disks of three
+// answers a member list; the wiped nodes wait and say the quorum is lost
+// instead of trying to join a cluster that cannot commit.
+func TestQuorumLostReachable(t *testing.T) {
+	n3Down := with(n3, func(m *Member) { m.Healthy = false })
+	tests := []struct {
+		name   string
+		facts  Facts
+		action Action
+		reason string
+	}{
+		{name: "n3 answers without data", facts: facts(and(reachable(n1, selfVoter, n3Down), replies(fresh("n1"), wiped(fresh("n3"))))), action: Wait, reason: "quorum lost: voters n2, n3 lost their data"},
+		{name: "n3 not answering yet", facts: facts(and(reachable(n1, selfVoter, n3Down), replies(fresh("n1"), unreachable("n3")))), action: JoinAsLearner},
+		{name: "n3 holds data, down", facts: facts(and(reachable(n1, selfVoter, n3Down), replies(fresh("n1"), withData(fresh("n3"))))), action: JoinAsLearner},
+		{name: "n3 up", facts: facts(and(reachable(n1, selfVoter, n3), replies(fresh("n1"), withData(fresh("n3"))))), action: JoinAsLearner},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.facts)
+			require.Equal(t, tt.action, p.Action, p.Reason)
+			assert.Contains(t, p.Reason, tt.reason)
+		})
+	}
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -59,8 +60,12 @@ type node struct {
 	dataDir, stateDir, pkiDir string
 	clientPort, peerPort      int
 	tls                       *tls.Config
+	// store is the node's formation record, which it answers the
+	// handshake from (answer), as the init's node API does.
+	store *Store
 
 	mu      sync.Mutex
+	token   string // the formation token etcd bootstraps with; "" means the cluster's
 	proc    *supervise.Process
 	log     *syncBuffer
 	watch   *RemovedWatch
@@ -76,6 +81,7 @@ func (c *testCluster) node(name string) *node {
 		dataDir: filepath.Join(root, "etcd"), stateDir: filepath.Join(root, "state"), pkiDir: filepath.Join(root, "pki"),
 		clientPort: freePort(t), peerPort: freePort(t),
 	}
+	n.store = NewStore(n.stateDir)
 	require.NoError(t, os.MkdirAll(n.pkiDir, 0o700))
 	cert, key, err := c.ca.Issue(pki.Leaf{
 		CommonName: name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -183,7 +189,7 @@ func (n *node) startE(initial, state string) error {
 		"--initial-advertise-peer-urls="+n.PeerURL(),
 		"--initial-cluster="+initial,
 		"--initial-cluster-state="+state,
-		"--initial-cluster-token="+n.c.token,
+		"--initial-cluster-token="+n.bootToken(),
 		"--client-cert-auth", "--trusted-ca-file="+p("ca.crt"), "--cert-file="+p("node.crt"), "--key-file="+p("node.key"),
 		"--peer-client-cert-auth", "--peer-trusted-ca-file="+p("ca.crt"), "--peer-cert-file="+p("node.crt"), "--peer-key-file="+p("node.key"),
 		"--heartbeat-interval=25", "--election-timeout=250",
@@ -203,6 +209,30 @@ func (n *node) startE(initial, state string) error {
 	n.proc, n.log, n.watch = proc, log, watch
 	n.mu.Unlock()
 	return nil
+}
+
+// bootToken is the --initial-cluster-token n starts with.
+func (n *node) bootToken() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.token != "" {
+		return n.token
+	}
+	return n.c.token
+}
+
+// answer is n's reply to the formation handshake, as the init's node API
+// gives it.
+func (n *node) answer() Answer {
+	r, err := n.store.Load()
+	if err != nil {
+		return Answer{Name: n.name, Err: err}
+	}
+	_, err = os.Stat(filepath.Join(n.stateDir, "member"))
+	return Answer{Name: n.name, Formation: nodeapi.Formation{
+		Name: n.name, Cluster: n.c.token, HasData: n.hasData(), WasMember: err == nil,
+		Nonce: r.Nonce, Started: r.Started(), Token: r.Token, Nonces: r.Nonces, Without: r.Without,
+	}}
 }
 
 // stop ends etcd with SIGTERM (SIGKILL after 10s) and waits for it. It
@@ -346,9 +376,17 @@ const observeTimeout = time.Second
 func (n *node) facts(ctx context.Context, expected []string, peers ...*node) Facts {
 	_, err := os.Stat(filepath.Join(n.stateDir, "member"))
 	was := err == nil
+	rec, err := n.store.Load()
+	if err != nil {
+		n.c.t.Errorf("formation record of %s: %v", n.name, err)
+	}
 	f := Facts{
 		Self: n.name, SelfPeerURL: n.PeerURL(), Cluster: n.c.token,
 		HasData: n.hasData(), WasMember: was, ExpectedInitial: expected,
+		Formation: rec,
+	}
+	for _, p := range peers {
+		f.Answers = append(f.Answers, p.answer())
 	}
 	n.mu.Lock()
 	if n.watch != nil {

@@ -58,6 +58,13 @@ func (n *node) act(ctx context.Context, p Plan, expected []*node, peers []*node,
 		return p, errRetry
 
 	case Bootstrap:
+		// As the init does: the token is on the disk before etcd starts.
+		if _, err := n.store.Update(func(r *Record) error { r.Token, r.Nonces = p.Token, p.Nonces; return nil }); err != nil {
+			return p, err
+		}
+		n.mu.Lock()
+		n.token = p.Token
+		n.mu.Unlock()
 		if err := n.startE(initialCluster(expected...), p.State); err != nil {
 			return p, err
 		}
