@@ -31,7 +31,8 @@ const (
 // Seed is a node's configuration, read at boot. Field names are the YAML
 // keys; sigs.k8s.io/yaml reads them from the json tags.
 type Seed struct {
-	// Cluster names the cluster; it is also etcd's --initial-cluster-token.
+	// Cluster names the cluster. etcd's --initial-cluster-token is this
+	// name and a hash of the forming members' nonces (member.Token).
 	Cluster string `json:"cluster"`
 	// Name is this node's name (etcd member name). Empty means the default
 	// from DefaultNodeName.
