@@ -31,6 +31,11 @@
 //		_, err = j.Promote(ctx) // or j.Release() if etcd did not start
 //	}
 //
+// Loop runs that cycle (observe, decide, act, back off, and again when
+// etcd says the member was removed) for the init, which wires it to its
+// node through the Loop's fields (Gather, Commit, Launch, Local, Voter);
+// the package's tests wire the same Loop to etcd processes.
+//
 // Once etcd serves, the init records in state/ that the node is a member
 // (Facts.WasMember), and keeps that record when MoveAside moves the data:
 // a node that has been a member never bootstraps again. A

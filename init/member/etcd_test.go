@@ -64,12 +64,14 @@ type node struct {
 	// handshake from (answer), as the init's node API does.
 	store *Store
 
-	mu      sync.Mutex
-	token   string // the formation token etcd bootstraps with; "" means the cluster's
-	proc    *supervise.Process
-	log     *syncBuffer
-	watch   *RemovedWatch
-	clients []*clientv3.Client // connected to this node; closed by stop
+	mu    sync.Mutex
+	token string // the formation token etcd bootstraps with; "" means the cluster's
+	// cancelLoop ends the member loop boot started, if any.
+	cancelLoop context.CancelFunc
+	proc       *supervise.Process
+	log        *syncBuffer
+	watch      *RemovedWatch
+	clients    []*clientv3.Client // connected to this node; closed by stop
 }
 
 func (c *testCluster) node(name string) *node {
@@ -239,6 +241,18 @@ func (n *node) answer() Answer {
 // closes the test's clients of n first: etcd's graceful stop waits up to
 // its request timeout (5.5s) for open client connections.
 func (n *node) stop() {
+	n.mu.Lock()
+	if n.cancelLoop != nil {
+		n.cancelLoop()
+		n.cancelLoop = nil
+	}
+	n.mu.Unlock()
+	n.stopEtcd()
+}
+
+// stopEtcd is stop without ending the member loop, as the loop itself
+// stops a removed member.
+func (n *node) stopEtcd() {
 	n.mu.Lock()
 	p, clients := n.proc, n.clients
 	n.clients = nil
