@@ -142,8 +142,8 @@ func formedReason(f Facts, holders, answered []Answer) string {
 	// data: a quorum of them lost it. Members added later could still
 	// hold a quorum; the node waits either way.
 	if quorum := len(f.ExpectedInitial)/2 + 1; all && len(holders) == inCluster && inCluster < quorum {
-		return fmt.Sprintf("quorum lost: only %s of the expected initial members %s %s data of this cluster, fewer than the quorum of %d; %s never forms a cluster of its own and waits: recover from %s (etcdbox recover --survivor)",
-			hs, strings.Join(f.ExpectedInitial, ", "), verb, quorum, f.Self, holders[0].Name)
+		return fmt.Sprintf("quorum lost: %s %s data of this cluster, only %d of the expected initial members %s, fewer than the quorum of %d; %s never forms a cluster of its own and waits: recover from %s (etcdbox recover --survivor)",
+			hs, verb, inCluster, strings.Join(f.ExpectedInitial, ", "), quorum, f.Self, holders[0].Name)
 	}
 	return fmt.Sprintf("%s %s data of this cluster: not bootstrapping; %s will join once a quorum of the cluster answers", hs, verb, f.Self)
 }

@@ -68,11 +68,11 @@ func TestFormation(t *testing.T) {
 		{name: "one does not answer", facts: facts(replies(fresh("n1"), unreachable("n3"))), action: Wait, reason: "waiting for n3 (connection refused)"},
 		{name: "none answers", facts: facts(replies(unreachable("n1"), unreachable("n3"))), action: Wait, reason: "waiting for n1 (connection refused), n3 (connection refused)"},
 		{name: "one not asked", facts: facts(replies(fresh("n1"))), action: Wait, reason: "n3 (not asked)"},
-		{name: "one holds data (old cluster)", facts: facts(replies(fresh("n1"), withData(fresh("n3")))), action: Wait, reason: "quorum lost: only n3 of the expected initial members"},
+		{name: "one holds data (old cluster)", facts: facts(replies(fresh("n1"), withData(fresh("n3")))), action: Wait, reason: "quorum lost: n3 holds data of this cluster, only 1 of the expected initial members"},
 		{name: "one was a member", facts: facts(replies(fresh("n1"), with3(func(a *Answer) { a.WasMember = true }))), action: Wait, reason: "n3 holds data"},
 		{name: "data, the other unreachable", facts: facts(replies(unreachable("n1"), withData(fresh("n3")))), action: Wait, reason: "n3 holds data of this cluster: not bootstrapping; n2 will join once a quorum of the cluster answers"},
 		{name: "a non-initial peer holds data", facts: facts(replies(fresh("n1"), fresh("n3"), withData(fresh("n4")))), action: Wait, reason: "n4 holds data"},
-		{name: "two wiped of three: quorum lost", facts: facts(replies(wiped(fresh("n1")), withData(startedIn(fresh("n3"), oldNonces)))), action: Wait, reason: "quorum lost: only n3 of"},
+		{name: "two wiped of three: quorum lost", facts: facts(replies(wiped(fresh("n1")), withData(startedIn(fresh("n3"), oldNonces)))), action: Wait, reason: "quorum lost: n3 holds data"},
 		{name: "one wiped of three", facts: facts(replies(withData(startedIn(fresh("n1"), oldNonces)), withData(startedIn(fresh("n3"), oldNonces)))), action: Wait, reason: "n1, n3 hold data of this cluster: not bootstrapping; n2 will join once a quorum"},
 		{name: "quorum lost, all answer, old token", facts: facts(replies(wiped(fresh("n1")), withData(fresh("n3")))), action: Wait, reason: "n3 holds data"},
 		{name: "quorum intact: two hold data", facts: facts(replies(withData(fresh("n1")), withData(fresh("n3")))), action: Wait, reason: "n1, n3 hold data of this cluster: not bootstrapping"},
@@ -127,7 +127,7 @@ func with3(f func(*Answer)) Answer { a := fresh("n3"); f(&a); return a }
 func TestFormationQuorumLost(t *testing.T) {
 	p := Decide(facts(replies(wiped(fresh("n1")), withData(fresh("n3")))))
 	require.Equal(t, Wait, p.Action, p.Reason)
-	assert.Contains(t, p.Reason, "quorum lost: only n3 of the expected initial members n1, n2, n3 holds data")
+	assert.Contains(t, p.Reason, "quorum lost: n3 holds data of this cluster, only 1 of the expected initial members n1, n2, n3")
 	assert.Contains(t, p.Reason, "recover from n3")
 }
 
