@@ -31,7 +31,8 @@ const (
 // Seed is a node's configuration, read at boot. Field names are the YAML
 // keys; sigs.k8s.io/yaml reads them from the json tags.
 type Seed struct {
-	// Cluster names the cluster; it is also etcd's --initial-cluster-token.
+	// Cluster names the cluster. etcd's --initial-cluster-token is this
+	// name and a hash of the forming members' nonces (member.Token).
 	Cluster string `json:"cluster"`
 	// Name is this node's name (etcd member name). Empty means the default
 	// from DefaultNodeName.
@@ -67,6 +68,10 @@ type Peer struct {
 	// PeerPort and ClientPort default to the seed's etcd ports.
 	PeerPort   int `json:"peerPort,omitempty"`
 	ClientPort int `json:"clientPort,omitempty"`
+	// APIPort is the peer's node API port, which the formation handshake
+	// asks before etcd starts; it defaults to the seed's api.port. Nodes
+	// sharing a host (tests, one machine) need one each.
+	APIPort int `json:"apiPort,omitempty"`
 }
 
 // Network configures the node's interfaces. Without interfaces the first
@@ -304,6 +309,10 @@ func (p *problems) discovery(d *Discovery, etcdPeerPort int) {
 		}
 		p.port(at+".peerPort", peer.PeerPort)
 		p.port(at+".clientPort", peer.ClientPort)
+		p.port(at+".apiPort", peer.APIPort)
+		if peer.APIPort != 0 && (peer.APIPort == peer.PeerPort || peer.APIPort == peer.ClientPort) {
+			p.add(at+".apiPort", "%d is also an etcd port of this peer", peer.APIPort)
+		}
 	}
 	switch {
 	case d.InitialSize < 0:

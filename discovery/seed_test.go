@@ -283,6 +283,8 @@ discovery:
     - {name: n4}
     - {name: n5, host: "bad host", peerPort: 70000, clientPort: -1}
     - {name: n6, host: 10.0.0.1, peerPort: 2380}
+    - {name: n7, host: 10.0.0.7, apiPort: 0x10000}
+    - {name: n8, host: 10.0.0.8, peerPort: 4000, apiPort: 4000}
 ` + issuing,
 			want: map[string]string{
 				"discovery.peers[1].name":       `"n1" already used by discovery.peers[0]`,
@@ -292,7 +294,9 @@ discovery:
 				"discovery.peers[4].peerPort":   "port 70000 out of range 1-65535",
 				"discovery.peers[4].clientPort": "port -1 out of range",
 				"discovery.peers[5]":            "peer address 10.0.0.1:2380 already used by discovery.peers[0]",
-				"discovery.initialSize":         "9 exceeds the 6 peers listed",
+				"discovery.peers[6].apiPort":    "port 65536 out of range 1-65535",
+				"discovery.peers[7].apiPort":    "4000 is also an etcd port of this peer",
+				"discovery.initialSize":         "9 exceeds the 8 peers listed",
 			},
 		},
 		{

@@ -65,6 +65,7 @@ type cnode struct {
 	name                 string
 	dir                  string
 	clientPort, peerPort int
+	apiPort              int
 	seed                 string
 	mu                   sync.Mutex
 	out                  bytes.Buffer
@@ -113,7 +114,7 @@ func newCluster(t *testing.T, names ...string) *cluster {
 }
 
 func (c *cluster) add(name string) *cnode {
-	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: freePort(c.t), peerPort: freePort(c.t)}
+	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: freePort(c.t), peerPort: freePort(c.t), apiPort: freePort(c.t)}
 	c.nodes[name] = n
 	return n
 }
@@ -128,11 +129,11 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 	s := &discovery.Seed{Cluster: clusterName, Name: n.name,
 		PKI:  discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
 		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
-		API:  discovery.API{Port: freePort(c.t)}}
+		API:  discovery.API{Port: n.apiPort}}
 	s.Discovery.InitialSize = initial
 	for _, p := range peers {
 		pn := c.nodes[p]
-		s.Discovery.Peers = append(s.Discovery.Peers, discovery.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort})
+		s.Discovery.Peers = append(s.Discovery.Peers, discovery.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort})
 	}
 	data, err := s.Marshal()
 	require.NoError(c.t, err)

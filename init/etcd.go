@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,8 +20,12 @@ import (
 // etcdMember is what this node tells etcd about itself. It is plain data so the
 // flag set can be tested without starting anything.
 type etcdMember struct {
-	Name          string
-	Cluster       string // also the initial-cluster token
+	Name    string
+	Cluster string
+	// Token is --initial-cluster-token: the formation's (member.Token)
+	// for a bootstrap; etcd ignores it once it has data. Empty means
+	// Cluster, the token of clusters formed before the handshake.
+	Token         string
 	DataDir       string // etcd's --data-dir
 	PKIDir        string // ca.crt, server.{crt,key}, peer.{crt,key}
 	ListenIP      string // "0.0.0.0" in appliance mode
@@ -62,7 +67,7 @@ func (m etcdMember) Args() []string {
 		"--initial-advertise-peer-urls=" + m.PeerURL(),
 		"--initial-cluster=" + initial,
 		"--initial-cluster-state=" + state,
-		"--initial-cluster-token=" + m.Cluster,
+		"--initial-cluster-token=" + cmp.Or(m.Token, m.Cluster),
 		"--client-cert-auth",
 		"--trusted-ca-file=" + pki("ca.crt"),
 		"--cert-file=" + pki("server.crt"),

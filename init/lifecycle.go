@@ -15,43 +15,45 @@ import (
 	"go.uber.org/zap"
 )
 
-// lifecycle finds the peers, decides what to do with this node's member
-// (member.Decide: restart with data, bootstrap as an expected initial
-// member, join as a learner, or wait), starts etcd accordingly, and
-// promotes a learner once it has caught up. When etcd later says the
-// member was removed, it stops etcd, moves the data aside and goes round
-// again. Every failure is logged with what was wrong and retried with
-// backoff; nothing here ever bootstraps a second cluster or deletes data.
+// lifecycle runs the member loop (member.Loop: find the peers, decide
+// what to do with this node's member, start etcd accordingly, promote a
+// learner once it has caught up, and go round again when etcd says the
+// member was removed), wired to this node. A bootstrap needs the
+// formation handshake's proof (member.Decide, formation.go) and commits
+// its token to state/ before etcd starts.
 func (n *node) lifecycle(ctx context.Context) {
-	removed := false
-	backoff := time.Second
-	for ctx.Err() == nil {
-		again, err := n.memberRound(ctx, removed)
-		if err == nil && !again {
-			return
-		}
-		if again {
-			removed, backoff = true, time.Second
-			continue
-		}
-		n.log.Printf("membership: %v; retrying in %s", err, backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
+	self := n.localMember()
+	tc, err := self.tlsConfig()
+	if err != nil {
+		n.log.Printf("membership: %v", err)
 	}
+	l := &member.Loop{
+		Cluster: n.seed.Cluster, Name: self.Name, PeerURL: self.PeerURL(),
+		DataDir: self.DataDir, StateDir: n.stateDir(),
+		Logf:       n.log.Printf,
+		LeaderView: member.MetricsLeaderView(tc),
+		Gather:     n.gather,
+		Commit:     n.commitFormation,
+		Launch:     n.startMember,
+		Local:      func() (*clientv3.Client, error) { return n.localMember().client() },
+		Voter: func(member.Plan) error {
+			return os.WriteFile(n.memberFile(), []byte(self.Name+"\n"), 0o600)
+		},
+	}
+	l.Run(ctx)
 }
 
-// memberRound runs one decision. It returns again=true when etcd
-// reported the member removed after it started, so the caller decides
-// once more with that fact.
-func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err error) {
+// gather collects the facts of one round: the node's data and state, the
+// peers' member list, and without data the formation handshake.
+func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
+	// A decommissioned node never joins again by itself (decommission.go).
+	if dead, why := decommissioned(n.stateDir()); dead {
+		return member.Round{}, errors.New("waiting: " + why)
+	}
 	self := n.localMember()
 	peers, err := n.peers(ctx, self)
 	if err != nil {
-		return false, err
+		return member.Round{}, err
 	}
 	// An incomplete answer leaves ExpectedInitial empty: the node may
 	// restart with its data or join a running cluster, never bootstrap.
@@ -59,153 +61,95 @@ func (n *node) memberRound(ctx context.Context, removed bool) (again bool, err e
 	if ierr != nil {
 		n.log.Printf("discovery: %v; no bootstrap until all are listed", ierr)
 	}
-	facts := member.Facts{
-		Self:               self.Name,
-		SelfPeerURL:        self.PeerURL(),
-		Cluster:            n.seed.Cluster,
-		HasData:            self.hasData(),
-		WasMember:          n.wasMember(),
-		RemovedFromCluster: removed,
-		ExpectedInitial:    initial.Names(),
+	rec, err := n.formationStore().Load()
+	if err != nil {
+		return member.Round{}, err
 	}
-	var cli *clientv3.Client
+	r := member.Round{
+		Facts: member.Facts{
+			Formation:          rec,
+			Self:               self.Name,
+			SelfPeerURL:        self.PeerURL(),
+			Cluster:            n.seed.Cluster,
+			HasData:            self.hasData(),
+			WasMember:          n.wasMember(),
+			RemovedFromCluster: removed,
+			ExpectedInitial:    initial.Names(),
+		},
+		InitialCluster: func(names []string) (string, error) {
+			if names == nil {
+				return peers.InitialCluster(), nil
+			}
+			var set discovery.PeerSet
+			for _, name := range names {
+				p, ok := peers.Get(name)
+				if !ok {
+					return "", fmt.Errorf("member %s is not in the peer set", name)
+				}
+				set = append(set, p)
+			}
+			return set.InitialCluster(), nil
+		},
+	}
 	if others := peers.ClientURLs(self.Name); len(others) > 0 {
-		if cli, err = n.peerClient(others); err != nil {
-			return false, err
+		if r.Peers, err = n.peerClient(others); err != nil {
+			return member.Round{}, err
 		}
-		defer cli.Close()
-		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		obs, err := member.Observe(octx, cli)
+		// The client waits for a connection until the deadline: peers
+		// that do not run cost the whole of it, every round.
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		obs, err := member.Observe(octx, r.Peers)
 		cancel()
 		if err != nil {
 			n.log.Printf("membership: no peer answers: %v", err)
 		} else {
-			facts.Reachable, facts.Members, facts.PeerCluster = true, obs.Members, obs.Cluster
+			r.Facts.Reachable, r.Facts.Members, r.Facts.PeerCluster = true, obs.Members, obs.Cluster
 		}
 	}
-	plan := member.Decide(facts)
-	n.log.Printf("membership: %s: %s", plan.Action, plan.Reason)
+	if !r.Facts.HasData {
+		// The formation handshake: only a node without data may
+		// bootstrap, and only on its peers' word.
+		r.Facts.Answers = n.askFormation(ctx, peers)
+	}
+	return r, nil
+}
 
-	m := self
-	m.State = plan.State
-	m.InitialCluster = peers.InitialCluster()
-	var joined *member.Joined
-	switch plan.Action {
-	case member.Wait:
-		return false, errors.New("waiting: " + plan.Reason)
-	case member.Bootstrap:
-		if ierr != nil { // Decide never bootstraps without the initial members
-			return false, fmt.Errorf("bootstrap: %w", ierr)
-		}
-		m.InitialCluster = initial.InitialCluster()
-	case member.Restart:
-	case member.RejoinAfterRemoval, member.JoinAsLearner:
-		if plan.Action == member.RejoinAfterRemoval {
-			to, err := member.MoveAside(m.DataDir, n.stateDir())
-			if err != nil {
-				return false, fmt.Errorf("move the removed member's data aside: %w", err)
-			}
-			n.log.Printf("membership: moved the removed member's data to %s", to)
-			// state/member stays: a node that was a member never
-			// bootstraps again, even with its data gone.
-			if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
-				return false, err
-			}
-		}
-		joined, err = member.Join(ctx, cli, member.Request{Cluster: n.seed.Cluster, Name: m.Name, PeerURL: m.PeerURL(), Logf: n.log.Printf})
+// startMember launches etcd as the loop asks (member.Loop.Launch).
+func (n *node) startMember(ctx context.Context, s member.Start) (member.Etcd, error) {
+	m := n.localMember()
+	m.State, m.InitialCluster = s.State, s.InitialCluster
+	m.Token = s.Token
+	if m.Token == "" {
+		rec, err := n.formationStore().Load()
 		if err != nil {
-			return false, fmt.Errorf("join: %w", err)
+			return nil, err
 		}
-		m.InitialCluster = joined.InitialCluster
-		n.log.Printf("membership: added as learner %x", joined.ID)
+		m.Token = rec.Token
 	}
-	if m.State == "new" {
-		n.log.Printf("etcd: bootstrapping member %s of cluster %q with %s", m.Name, n.seed.Cluster, m.InitialCluster)
-	} else {
-		n.log.Printf("etcd: restarting member %s with its data", m.Name)
-		if !self.hasData() {
-			n.log.Printf("etcd: starting member %s as a learner of the running cluster", m.Name)
-		}
+	// etcd's word that the member was removed counts once a quorum's
+	// member list confirms it (member.ConfirmThrough).
+	var opts []member.WatchOption
+	if s.Peers != nil {
+		opts = append(opts, member.ConfirmThrough(ctx, s.Peers, n.log.Printf))
 	}
-	watch := member.NewRemovedWatch()
+	watch := member.NewRemovedWatch(opts...)
 	sup, readyc := n.launch(ctx, m, watch)
 	if sup == nil {
-		if joined != nil {
-			joined.Release()
-		}
-		return false, nil // shutting down
+		return nil, nil // shutting down
 	}
-	select {
-	case <-ctx.Done():
-		return false, nil
-	case <-watch.Removed():
-		return n.stopRemoved(sup, joined)
-	case <-readyc:
-	}
-	if err := n.afterReady(ctx, m, plan, joined, cli); err != nil {
-		n.log.Printf("membership: %v", err)
-	}
-	select {
-	case <-ctx.Done():
-		return false, nil
-	case <-watch.Removed():
-		return n.stopRemoved(sup, joined)
-	}
+	return runningEtcd{sup: sup, ready: readyc, watch: watch}, nil
 }
 
-// stopRemoved stops an etcd whose member was removed from the cluster.
-func (n *node) stopRemoved(sup interface{ Stop(time.Duration) error }, joined *member.Joined) (bool, error) {
-	n.log.Printf("membership: etcd says this member was removed from the cluster; stopping it")
-	if joined != nil {
-		joined.Release()
-	}
-	if err := sup.Stop(30 * time.Second); err != nil {
-		n.log.Printf("stop etcd: %v", err)
-	}
-	return true, nil
+// runningEtcd is a supervised etcd as the member loop sees it.
+type runningEtcd struct {
+	sup   interface{ Stop(time.Duration) error }
+	ready <-chan struct{}
+	watch *member.RemovedWatch
 }
 
-// afterReady finishes a start once the local member serves: a learner is
-// promoted (retrying until it has caught up), a new cluster is claimed
-// under the seed's name, and the node records that it is a member.
-// peerCli reaches the other members; a learner's own member refuses the
-// lease the membership lock needs.
-func (n *node) afterReady(ctx context.Context, m etcdMember, plan member.Plan, joined *member.Joined, peerCli *clientv3.Client) error {
-	local, err := m.client()
-	if err != nil {
-		return err
-	}
-	defer local.Close()
-	switch {
-	case joined != nil:
-		attempts, err := joined.Promote(ctx)
-		if err != nil {
-			return fmt.Errorf("promote learner %x: %w", joined.ID, err)
-		}
-		n.log.Printf("membership: promoted to a voting member after %d attempt(s)", attempts)
-	case plan.Promote:
-		st, err := local.Status(ctx, local.Endpoints()[0])
-		if err != nil {
-			return fmt.Errorf("promote: status: %w", err)
-		}
-		if peerCli == nil {
-			return fmt.Errorf("promote learner %x: no peer to reach the cluster through", st.Header.MemberId)
-		}
-		attempts, err := member.Promote(ctx, peerCli, st.Header.MemberId, n.log.Printf)
-		if err != nil {
-			return fmt.Errorf("promote learner: %w", err)
-		}
-		n.log.Printf("membership: promoted to a voting member after %d attempt(s)", attempts)
-	}
-	if err := member.Claim(ctx, local, n.seed.Cluster); err != nil {
-		return fmt.Errorf("claim cluster name %q: %w", n.seed.Cluster, err)
-	}
-	if err := os.WriteFile(n.memberFile(), []byte(m.Name+"\n"), 0o600); err != nil {
-		return fmt.Errorf("record membership: %w", err)
-	}
-	n.log.Printf("membership: %s is a voting member of cluster %q", m.Name, n.seed.Cluster)
-	return nil
-}
+func (e runningEtcd) Ready() <-chan struct{}     { return e.ready }
+func (e runningEtcd) Removed() <-chan struct{}   { return e.watch.Removed() }
+func (e runningEtcd) Stop(d time.Duration) error { return e.sup.Stop(d) }
 
 // memberFile records that this node has been a voting member: such a node
 // never bootstraps again, even if its data is lost.

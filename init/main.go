@@ -8,10 +8,13 @@
 //	find DATA, grow and format it on first boot, e2fsck -p, mount it
 //	read the seed; set the hostname; bring up the network
 //	issue this node's certificates from the seed's CA
-//	find the peers and decide: restart, bootstrap, join as a learner or
-//	wait (lifecycle.go); start etcd as a supervised child; print
-//	"etcdbox: etcd ready"; serve the node API; on a new slot, run the
-//	health gate (gate.go)
+//	serve the node API, which answers the formation handshake
+//	(formation.go) before any etcd starts
+//	find the peers and decide: restart, bootstrap (only on every expected
+//	initial member's word that the cluster never formed, with a token of
+//	this formation), join as a learner or wait (lifecycle.go); start etcd
+//	as a supervised child; print "etcdbox: etcd ready"; on a new slot, run
+//	the health gate (gate.go)
 //	on power button, SIGTERM or an API reboot: stop etcd, sync, unmount,
 //	power off or reboot
 //
@@ -132,8 +135,10 @@ func (n *node) boot(ctx context.Context) error {
 	}
 	steps = append(steps,
 		step{"issue certificates", false, n.issueCertificates, time.Minute},
-		step{"start etcd", false, n.startEtcd, 0},
+		// Before etcd: the formation handshake asks every node's API
+		// whether it ever formed the cluster before any etcd starts.
 		step{"serve the node API", true, n.serveAPI, 0},
+		step{"start etcd", false, n.startEtcd, 0},
 	)
 	for _, s := range steps {
 		n.noteReached(s.name)

@@ -14,6 +14,7 @@ import (
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
+	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"net"
@@ -47,6 +48,9 @@ type node struct {
 	api       *api.Server // the node API, nil until it serves
 	start     time.Time
 	once      sync.Once
+
+	formOnce  sync.Once
+	formation *member.Store // formationStore
 
 	mu       sync.Mutex
 	member   etcdMember            // as last started (or planned)

@@ -191,6 +191,23 @@ func (c *Client) Decommission(ctx context.Context, node, reason string) (Decommi
 	return d, err
 }
 
+// Formation returns the node's answer to the formation handshake. Any
+// client certificate of the cluster CA may ask.
+func (c *Client) Formation(ctx context.Context) (Formation, error) {
+	var f Formation
+	err := c.do(ctx, http.MethodGet, PathFormation, nil, http.StatusOK, &f)
+	return f, err
+}
+
+// FormWithout tells the node to form the cluster without the named
+// expected initial members (admin). It returns the node's formation
+// answer after the change.
+func (c *Client) FormWithout(ctx context.Context, without []string) (Formation, error) {
+	var f Formation
+	err := c.do(ctx, http.MethodPost, PathFormation, FormationRequest{Without: without}, http.StatusOK, &f)
+	return f, err
+}
+
 // Upgrade returns the progress of the node's upgrade agent.
 func (c *Client) Upgrade(ctx context.Context) (UpgradeProgress, error) {
 	var p UpgradeProgress

@@ -16,6 +16,8 @@
 //	POST /v1/reboot          202 Accepted, then the node reboots (admin)
 //	POST /v1/upgrade         {"image": "registry.example/etcdbox@sha256:..."}: 202, stages asynchronously (admin)
 //	GET  /v1/upgrade         UpgradeProgress
+//	GET  /v1/formation       Formation (any node certificate; served before etcd starts)
+//	POST /v1/formation       {"without": ["n3"]}: Formation, form without those members (admin)
 //
 // It is plain enough for curl:
 //

@@ -19,6 +19,11 @@ const (
 	// PathDecommission is POST only: the node removes its member and
 	// powers off for good (DecommissionRequest, Decommissioned).
 	PathDecommission = "/v1/decommission"
+
+	// PathFormation answers the formation handshake (GET, any node
+	// certificate) and takes the operator's bootstrap --without (POST,
+	// admin).
+	PathFormation = "/v1/formation"
 )
 
 const (
@@ -215,4 +220,39 @@ type Decommissioned struct {
 	// Tombstone is the file on the node that keeps it out of the cluster.
 	Tombstone string    `json:"tombstone"`
 	At        time.Time `json:"at"`
+}
+
+// Formation is a node's answer to GET /v1/formation: what the formation
+// handshake (DESIGN §5) needs from every expected initial member before
+// any of them starts etcd with --initial-cluster-state=new. The node
+// serves it before it starts etcd, and keeps serving it after.
+type Formation struct {
+	// Name is the node's name, Cluster the seed's cluster name.
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	// HasData: the node's etcd data dir holds a member.
+	HasData bool `json:"hasData"`
+	// WasMember: the node's state says it has been a voting member.
+	WasMember bool `json:"wasMember"`
+	// Nonce is the node's formation nonce: random, made once and written
+	// to its state before it was first served, so it is stable across
+	// reboots and changes only when the state is lost.
+	Nonce string `json:"nonce"`
+	// Started: the node committed to a formation (Token) and started etcd
+	// with --initial-cluster-state=new at least once.
+	Started bool `json:"started"`
+	// Token is that formation's --initial-cluster-token, Nonces the
+	// nonces it was made of, by member name; empty when not Started.
+	Token  string            `json:"token,omitempty"`
+	Nonces map[string]string `json:"nonces,omitempty"`
+	// Without names the expected initial members the operator told this
+	// node to form the cluster without (etcdbox bootstrap --without).
+	Without []string `json:"without,omitempty"`
+}
+
+// FormationRequest is the body of POST /v1/formation.
+type FormationRequest struct {
+	// Without names the expected initial members to form the cluster
+	// without. The node refuses once it has started a formation.
+	Without []string `json:"without"`
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,28 +36,6 @@ func (n *decommissionNode) Decommission(_ context.Context, req nodeapi.Decommiss
 	}
 	return nodeapi.Decommissioned{Node: req.Node, MemberID: "abc", Reason: req.Reason, Tombstone: "/var/lib/etcdbox/state/decommissioned",
 		At: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, nil
-}
-
-// serveNode serves node as name with a certificate from the CA in adminDir
-// and returns its port.
-func serveNode(t *testing.T, adminDir, name string, node api.Node) int {
-	t.Helper()
-	ca, err := pki.LoadCAFiles(adminDir)
-	require.NoError(t, err)
-	dns, ips := pki.NodeSANs(name, nil, nil)
-	cert, key, err := ca.Issue(pki.Leaf{CommonName: name, DNSNames: dns, IPs: ips, Server: true, Client: true})
-	require.NoError(t, err)
-	nodeDir := t.TempDir()
-	for f, data := range map[string][]byte{api.CACertFile: ca.CertPEM(), api.ServerCertFile: cert, api.ServerKeyFile: key} {
-		require.NoError(t, os.WriteFile(filepath.Join(nodeDir, f), data, 0o600))
-	}
-	srv, err := api.New(api.Config{PKIDir: nodeDir, Node: node})
-	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestDecommissionCommand(t *testing.T) {

@@ -33,16 +33,23 @@ func (n statusNode) Upgrade() nodeapi.UpgradeProgress               { return n.s
 // adminDir and returns the port.
 func serveStatusNode(t *testing.T, adminDir string, st nodeapi.Status) int {
 	t.Helper()
+	return serveNode(t, adminDir, st.Name, statusNode{status: st})
+}
+
+// serveNode serves node as name with a server certificate from the CA in
+// adminDir and returns the port.
+func serveNode(t *testing.T, adminDir, name string, node api.Node) int {
+	t.Helper()
 	ca, err := pki.LoadCAFiles(adminDir)
 	require.NoError(t, err)
-	dns, ips := pki.NodeSANs(st.Name, nil, nil)
-	cert, key, err := ca.Issue(pki.Leaf{CommonName: st.Name, DNSNames: dns, IPs: ips, Server: true, Client: true})
+	dns, ips := pki.NodeSANs(name, nil, nil)
+	cert, key, err := ca.Issue(pki.Leaf{CommonName: name, DNSNames: dns, IPs: ips, Server: true, Client: true})
 	require.NoError(t, err)
 	nodeDir := t.TempDir()
 	for name, data := range map[string][]byte{api.CACertFile: ca.CertPEM(), api.ServerCertFile: cert, api.ServerKeyFile: key} {
 		require.NoError(t, os.WriteFile(filepath.Join(nodeDir, name), data, 0o600))
 	}
-	srv, err := api.New(api.Config{PKIDir: nodeDir, Node: statusNode{status: st}})
+	srv, err := api.New(api.Config{PKIDir: nodeDir, Node: node})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -45,6 +45,10 @@ var routes = map[string][]endpoint{
 	nodeapi.PathReboot:       {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
 	nodeapi.PathSnapshot:     {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
 	nodeapi.PathDecommission: {{method: http.MethodPost, admin: true, serve: (*Server).decommission}},
+	nodeapi.PathFormation: {
+		{method: http.MethodGet, serve: (*Server).formation},
+		{method: http.MethodPost, admin: true, serve: (*Server).formWithout},
+	},
 	nodeapi.PathUpgrade: {
 		{method: http.MethodGet, serve: (*Server).upgradeProgress},
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
@@ -213,6 +217,31 @@ func (s *Server) decommission(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) formation(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.cfg.Node.Formation(r.Context())
+	if err != nil {
+		return nodeError("formation", err)
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
+func (s *Server) formWithout(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.FormationRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if len(req.Without) == 0 {
+		return errorf(http.StatusBadRequest, "without: name at least one expected initial member")
+	}
+	f, err := s.cfg.Node.FormWithout(r.Context(), req.Without)
+	if err != nil {
+		return nodeError("form without", err)
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
 func (s *Server) upgradeProgress(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, s.progress())
 	return nil
@@ -233,6 +262,9 @@ func nodeError(op string, err error) error {
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrRefused):
 		return errorf(http.StatusConflict, "%s: %v", op, err)
 	case errors.Is(err, ErrBadRequest):
+		return errorf(http.StatusBadRequest, "%s: %v", op, err)
+	}
+	if errors.Is(err, ErrBadRequest) {
 		return errorf(http.StatusBadRequest, "%s: %v", op, err)
 	}
 	return errorf(http.StatusInternalServerError, "%s: %v", op, err)

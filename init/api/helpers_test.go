@@ -39,6 +39,8 @@ type fakeNode struct {
 	decommission    nodeapi.Decommissioned
 	decommissionErr error
 	decommissioned  []nodeapi.DecommissionRequest
+	formation       nodeapi.Formation
+	formErr         error
 }
 
 func (f *fakeNode) Decommission(_ context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {
@@ -50,6 +52,24 @@ func (f *fakeNode) Decommission(_ context.Context, req nodeapi.DecommissionReque
 	}
 	f.decommissioned = append(f.decommissioned, req)
 	return f.decommission, nil
+}
+
+func (f *fakeNode) Formation(context.Context) (nodeapi.Formation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.formation, nil
+}
+
+func (f *fakeNode) FormWithout(_ context.Context, names []string) (nodeapi.Formation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.formErr != nil {
+		return nodeapi.Formation{}, f.formErr
+	}
+	f.formation.Without = names
+	return f.formation, nil
 }
 
 func (f *fakeNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {

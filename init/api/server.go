@@ -17,7 +17,8 @@
 // that CA, or speaking plain HTTP, is refused before any handler runs.
 //
 // Authorization: read-only endpoints (GET) accept any client certificate
-// from the CA, so nodes can read each other's status; mutating ones (POST)
+// from the CA, so nodes can read each other's status and formation
+// answers (node leaves, not only the admin); mutating ones (POST)
 // require the admin certificate, whose common name is pki.AdminCommonName.
 // A node that holds the CA key (a seed with pki.caKey) could mint such a
 // certificate; the CA key is the trust boundary, not the common name.
@@ -61,8 +62,9 @@ var ErrBusy = errors.New("busy")
 // healthy quorum, say): 409 Conflict with the error's text.
 var ErrRefused = errors.New("refused")
 
-// ErrBadRequest is what Node methods wrap when the request names
-// something this node is not (another node's name): 400 Bad Request.
+// ErrBadRequest is what Node methods wrap when the request itself is
+// wrong (another node's name, a name that is not an expected initial
+// member): 400 Bad Request with the error's text.
 var ErrBadRequest = errors.New("bad request")
 
 // Node is what the server needs from the init. Methods are called
@@ -97,6 +99,14 @@ type Node interface {
 	// shutdown should call Server.Shutdown so that the answer is sent.
 	// ctx is the request's.
 	Decommission(ctx context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error)
+	// Formation answers the formation handshake (DESIGN §5). It must
+	// answer before etcd starts, and after.
+	Formation(ctx context.Context) (nodeapi.Formation, error)
+	// FormWithout records the operator's decision to form the cluster
+	// without the named expected initial members and returns the
+	// answer after it. A node that started its formation refuses
+	// (ErrBusy); bad names are an error wrapping ErrBadRequest.
+	FormWithout(ctx context.Context, names []string) (nodeapi.Formation, error)
 }
 
 // Config configures a Server.

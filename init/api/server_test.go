@@ -83,6 +83,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 		"upgrade":      func() error { return c.StageUpgrade(ctx, goodRef) },
 		"snapshot":     func() error { _, err := c.Snapshot(ctx); return err },
 		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
+		"without":      func() error { _, err := c.FormWithout(ctx, []string{"n3"}); return err },
 	} {
 		err := call()
 		require.Error(t, err, name)
@@ -94,6 +95,38 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Empty(t, node.staged)
 	assert.Zero(t, node.snapshots)
 	assert.Empty(t, node.decommissioned)
+	assert.Empty(t, node.formation.Without)
+}
+
+// TestFormation: any node certificate reads the formation answer (the
+// handshake runs between nodes); only the admin changes it.
+func TestFormation(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{formation: nodeapi.Formation{Name: "n1", Cluster: "demo", Nonce: "abc"}}
+	endpoint := startServer(t, p, node)
+	ctx := t.Context()
+
+	peer, err := nodeapi.NewClientTLS(endpoint, p.clientTLS(t, p.ca, "n2"))
+	require.NoError(t, err)
+	f, err := peer.Formation(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, node.formation, f)
+
+	admin, err := nodeapi.NewClient(endpoint, p.admin)
+	require.NoError(t, err)
+	f, err = admin.FormWithout(ctx, []string{"n3"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n3"}, f.Without)
+
+	_, err = admin.FormWithout(ctx, nil)
+	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode)
+	node.formErr = fmt.Errorf("%w: n9 is not an expected initial member", api.ErrBadRequest)
+	_, err = admin.FormWithout(ctx, []string{"n9"})
+	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode)
+	assert.Contains(t, apiError(t, err).Message, "n9 is not an expected initial member")
+	node.formErr = fmt.Errorf("%w: already started formation demo-1", api.ErrBusy)
+	_, err = admin.FormWithout(ctx, []string{"n3"})
+	assert.Equal(t, http.StatusConflict, apiError(t, err).StatusCode)
 }
 
 func TestClientAgainstServer(t *testing.T) {
@@ -229,7 +262,7 @@ func TestBadRequests(t *testing.T) {
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/decommission, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},

@@ -77,6 +77,14 @@ type Facts struct {
 	// ExpectedInitial are the names of the expected initial members
 	// (discovery.PeerSet.Initial).
 	ExpectedInitial []string
+
+	// Formation is this node's formation record (Store.Load): its nonce
+	// and the formation it committed to, if any.
+	Formation Record
+	// Answers are the other peers' replies to the formation handshake
+	// (node API GET /v1/formation), one per peer asked, Err set for
+	// those that did not answer. Gathered only without data.
+	Answers []Answer
 }
 
 // Plan is Decide's answer.
@@ -94,6 +102,14 @@ type Plan struct {
 	// will remove: never started, or started and not answering. Join
 	// checks again under the lock; these are for the log.
 	Stale []Member
+
+	// Bootstrap only: Token is etcd's --initial-cluster-token, Initial
+	// the names of the members of --initial-cluster, and Nonces the
+	// formation's nonces by name. The node commits Token and Nonces to
+	// its Record before it starts etcd.
+	Token   string
+	Initial []string
+	Nonces  map[string]string
 }
 
 // Decide chooses what a node does with its member (DESIGN §5). It is pure:
@@ -112,10 +128,18 @@ type Plan struct {
 //     identity: wait. So does a cluster that claims another name.
 //     One exception: the cluster is still forming and this node's slot
 //     among the initial members has not started yet (an unstarted voting
-//     member with this name and peer URL): it bootstraps like the others.
+//     member with this name and peer URL), and a peer's formation holds
+//     this node's nonce: it bootstraps into the slot with that token.
+//     And when too many voters are known to have lost their data (this
+//     node's, and peers that answer the handshake without data) for the
+//     rest to make a quorum, it waits and says the quorum is lost: no
+//     join could succeed, and nothing may form a cluster of its own.
 //   - A node without data that reaches no cluster bootstraps only when it
-//     is an expected initial member and never was a member; otherwise it
-//     waits for the cluster.
+//     is an expected initial member, never was a member, never started a
+//     formation, and the formation handshake proves the cluster never
+//     formed (formation.go): every expected initial member answers that
+//     it has no data, or a formation that started holds this node's
+//     nonce. Otherwise it waits and says for what.
 func Decide(f Facts) Plan {
 	mine := f.mine()
 	expected := slices.Contains(f.ExpectedInitial, f.Self)
@@ -154,16 +178,18 @@ func Decide(f Facts) Plan {
 			return wait(fmt.Sprintf("the peers run cluster %q, the seed names %q: not joining", f.PeerCluster, f.Cluster))
 		}
 		for _, m := range mine {
-			if !m.Started && !m.IsLearner && m.Name == f.Self && slices.Contains(m.PeerURLs, f.SelfPeerURL) && expected && !f.WasMember {
-				return Plan{
-					Action: Bootstrap,
-					State:  "new",
-					Reason: fmt.Sprintf("the cluster lists initial member %s, which has not started yet (the node is late or the cluster is forming): bootstrap with the expected initial members", m),
+			if !m.Started && !m.IsLearner && m.Name == f.Self && slices.Contains(m.PeerURLs, f.SelfPeerURL) && expected && !f.WasMember && !f.Formation.Started() {
+				if p := formation(f); p.Action == Bootstrap && p.Token != "" && slices.ContainsFunc(f.Answers, func(a Answer) bool { return a.Started && a.Token == p.Token }) {
+					p.Reason = fmt.Sprintf("the cluster lists initial member %s, which has not started yet (the node is late or the cluster is forming); %s", m, p.Reason)
+					return p
 				}
 			}
 		}
 		if m, ok := answering(mine); ok {
 			return wait(fmt.Sprintf("member %s is started and answers with this node's name or peer URL: another node runs as %s", m, f.Self))
+		}
+		if reason, lost := quorumLost(f); lost {
+			return wait(reason)
 		}
 		p := Plan{Action: JoinAsLearner, State: "existing", Stale: mine, Reason: "no data and the cluster answers: join as a learner"}
 		if len(mine) > 0 {
@@ -175,14 +201,12 @@ func Decide(f Facts) Plan {
 	switch {
 	case f.WasMember:
 		return wait("no data, but this node was a member before: it never bootstraps again; waiting for a peer to answer so it can rejoin")
+	case f.Formation.Started():
+		return wait(fmt.Sprintf("no data, but this node started etcd in formation %s before: its etcd data is lost and it never bootstraps again; waiting for a quorum of the cluster to answer so it can rejoin as a learner", f.Formation.Token))
 	case !expected:
 		return wait(fmt.Sprintf("no data, no peer answers, and %s is not an expected initial member (%s): waiting for the cluster", f.Self, strings.Join(f.ExpectedInitial, ", ")))
 	}
-	return Plan{
-		Action: Bootstrap,
-		State:  "new",
-		Reason: fmt.Sprintf("no data, no peer answers, and %s is an expected initial member: bootstrap (etcd waits for a quorum of %s)", f.Self, strings.Join(f.ExpectedInitial, ", ")),
-	}
+	return formation(f)
 }
 
 func wait(reason string) Plan { return Plan{Action: Wait, Reason: reason} }

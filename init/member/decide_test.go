@@ -2,6 +2,7 @@ package member
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,6 +42,7 @@ func facts(f func(*Facts)) Facts {
 	x := Facts{
 		Self: "n2", SelfPeerURL: selfURL, Cluster: "demo",
 		ExpectedInitial: []string{"n1", "n2", "n3"},
+		Formation:       Record{Nonce: nonce("n2")},
 	}
 	f(&x)
 	return x
@@ -108,7 +110,8 @@ func TestDecide(t *testing.T) {
 		{name: "removed earlier, data moved aside", facts: facts(and(removed, reachable(n1, n3))), action: JoinAsLearner},
 
 		// No data, no peer: bootstrap only as an expected initial member.
-		{name: "no data, no peer, expected", facts: facts(none), action: Bootstrap, reason: "expected initial member"},
+		{name: "no data, no peer, expected, all fresh", facts: facts(freshPeers), action: Bootstrap, reason: "every expected initial member (n1, n2, n3) answers"},
+		{name: "no data, no peer, expected, no answers", facts: facts(none), action: Wait, reason: "waiting for n1 (not asked), n3 (not asked)"},
 		{name: "no data, no peer, not expected", facts: facts(notExpected), action: Wait, reason: "not an expected initial member"},
 		{name: "no data, no peer, no expected list", facts: facts(func(f *Facts) { f.ExpectedInitial = nil }), action: Wait},
 		{name: "no data, no peer, was member", facts: facts(wasMember), action: Wait, reason: "never bootstraps again"},
@@ -156,10 +159,22 @@ func TestDecide(t *testing.T) {
 
 		// A forming cluster lists this node's initial slot, unstarted.
 		{
-			name: "forming, expected", facts: facts(reachable(with(n1, func(m *Member) { m.ClientURLs, m.Started = nil, false }), selfInitialSlot)),
+			name: "forming, expected", facts: facts(and(lateFormation, reachable(with(n1, func(m *Member) { m.ClientURLs, m.Started = nil, false }), selfInitialSlot))),
 			action: Bootstrap, reason: "has not started yet",
 		},
-		{name: "forming, late initial member", facts: facts(reachable(n1, selfInitialSlot, n3)), action: Bootstrap},
+		{name: "forming, late initial member", facts: facts(and(lateFormation, reachable(n1, selfInitialSlot, n3))), action: Bootstrap, reason: "holds this node's nonce"},
+		{
+			name: "forming, slot unstarted, no formation answer", facts: facts(reachable(n1, selfInitialSlot, n3)),
+			action: JoinAsLearner, stale: []Member{selfInitialSlot},
+		},
+		{
+			name: "forming, slot unstarted, formation without this nonce", facts: facts(and(otherFormation, reachable(n1, selfInitialSlot, n3))),
+			action: JoinAsLearner, stale: []Member{selfInitialSlot},
+		},
+		{
+			name: "forming, slot unstarted, this node started before", facts: facts(and(lateFormation, selfStarted, reachable(n1, selfInitialSlot, n3))),
+			action: JoinAsLearner, stale: []Member{selfInitialSlot},
+		},
 		{
 			name: "forming, not expected", facts: facts(and(notExpected, reachable(n1, selfInitialSlot))),
 			action: JoinAsLearner, stale: []Member{selfInitialSlot},
@@ -184,6 +199,10 @@ func TestDecide(t *testing.T) {
 			assert.Contains(t, p.Reason, tt.reason)
 			assert.NotEmpty(t, p.Reason)
 			assert.Equal(t, map[Action]string{Restart: "existing", Bootstrap: "new", JoinAsLearner: "existing", RejoinAfterRemoval: "existing"}[p.Action], p.State)
+			if p.Action == Bootstrap {
+				assert.NotEmpty(t, p.Token, "a bootstrap names its formation's token")
+				assert.Contains(t, p.Initial, "n2")
+			}
 		})
 	}
 }
@@ -203,6 +222,18 @@ func TestDecideInvariants(t *testing.T) {
 		"elsewhere":        {selfElsewhere},
 		"other on our URL": {otherOnSelfURL},
 	}
+	handshakes := map[string][]Answer{
+		"no answers":          nil,
+		"unreachable":         {unreachable("n1"), unreachable("n3")},
+		"all fresh":           {fresh("n1"), fresh("n3")},
+		"one fresh":           {fresh("n1"), unreachable("n3")},
+		"started with nonce":  {withData(startedIn(fresh("n1"), allNonces)), unreachable("n3")},
+		"started, old nonce":  {withData(startedIn(fresh("n1"), oldNonces)), withData(startedIn(fresh("n3"), oldNonces))},
+		"old cluster, data":   {fresh("n1"), withData(fresh("n3"))},
+		"two formations":      {startedIn(fresh("n1"), allNonces), startedIn(fresh("n3"), oldNonces)},
+		"excluded by n1":      {withWithout(fresh("n1"), "n2"), fresh("n3")},
+		"started, data apart": {startedIn(fresh("n1"), allNonces), withData(fresh("n3"))},
+	}
 	bools := []bool{false, true}
 	n := 0
 	for _, data := range bools {
@@ -212,25 +243,34 @@ func TestDecideInvariants(t *testing.T) {
 					for _, exp := range bools {
 						for _, other := range bools {
 							for selfName, self := range selves {
-								f := Facts{
-									Self: "n2", SelfPeerURL: selfURL, Cluster: "demo",
-									HasData: data, WasMember: was, RemovedFromCluster: rem,
-									ExpectedInitial: []string{"n1", "n3"},
-								}
-								if exp {
-									f.ExpectedInitial = append(f.ExpectedInitial, "n2")
-								}
-								if reach {
-									f.Reachable, f.Members = true, append([]Member{n1, otherOrphan}, self...)
-									if other {
-										f.PeerCluster = "prod"
+								for hsName, hs := range handshakes {
+									for _, started := range bools {
+										f := Facts{
+											Self: "n2", SelfPeerURL: selfURL, Cluster: "demo",
+											HasData: data, WasMember: was, RemovedFromCluster: rem,
+											ExpectedInitial: []string{"n1", "n3"},
+											Formation:       Record{Nonce: nonce("n2")},
+											Answers:         hs,
+										}
+										if exp {
+											f.ExpectedInitial = []string{"n1", "n2", "n3"}
+										}
+										if started {
+											selfStarted(&f)
+										}
+										if reach {
+											f.Reachable, f.Members = true, append([]Member{n1, otherOrphan}, self...)
+											if other {
+												f.PeerCluster = "prod"
+											}
+										}
+										p := Decide(f)
+										n++
+										desc := fmt.Sprintf("data=%v was=%v removed=%v reachable=%v expected=%v other=%v self=%s handshake=%s started=%v: %s (%s)",
+											data, was, rem, reach, exp, other, selfName, hsName, started, p.Action, p.Reason)
+										check(t, f, p, desc)
 									}
 								}
-								p := Decide(f)
-								n++
-								desc := fmt.Sprintf("data=%v was=%v removed=%v reachable=%v expected=%v other=%v self=%s: %s (%s)",
-									data, was, rem, reach, exp, other, selfName, p.Action, p.Reason)
-								check(t, f, p, desc)
 							}
 						}
 					}
@@ -260,9 +300,10 @@ func check(t *testing.T, f Facts, p Plan, desc string) {
 		expected = expected || n == f.Self
 	}
 	if p.Action == Bootstrap {
-		if f.HasData || !expected || f.WasMember {
-			t.Errorf("%s: bootstrap needs no data, an expected initial member, never a member", desc)
+		if f.HasData || !expected || f.WasMember || f.Formation.Started() {
+			t.Errorf("%s: bootstrap needs no data, an expected initial member, never a member, never started", desc)
 		}
+		checkProof(t, f, p, desc)
 		if f.Reachable {
 			forming := false
 			for _, m := range f.Members {
@@ -289,6 +330,44 @@ func check(t *testing.T, f Facts, p Plan, desc string) {
 			if !m.Is(f.Self, f.SelfPeerURL) {
 				t.Errorf("%s: stale %s is not this node's", desc, m)
 			}
+		}
+	}
+}
+
+// checkProof checks a bootstrap's proof that the cluster never formed:
+// its token is its nonces', holds this node's nonce, and either every
+// expected initial member answered fresh, or a peer started exactly that
+// formation; no answer holds data outside it.
+func checkProof(t *testing.T, f Facts, p Plan, desc string) {
+	t.Helper()
+	if p.Token == "" || p.Token == f.Cluster || p.Token != Token(f.Cluster, p.Nonces) {
+		t.Errorf("%s: token %q is not the formation's of %v", desc, p.Token, p.Nonces)
+	}
+	if p.Nonces[f.Self] != f.Formation.Nonce {
+		t.Errorf("%s: formation %v does not hold this node's nonce", desc, p.Nonces)
+	}
+	late := false
+	for _, a := range f.Answers {
+		if a.Err != nil {
+			continue
+		}
+		late = late || (a.Started && a.Token == p.Token)
+		if (a.HasData || a.WasMember || a.Started) && a.Token != p.Token {
+			t.Errorf("%s: %s holds data outside formation %s", desc, a.Name, p.Token)
+		}
+	}
+	if late {
+		return
+	}
+	for _, name := range f.ExpectedInitial {
+		if name == f.Self || slices.Contains(f.Formation.Without, name) {
+			continue
+		}
+		ok := slices.ContainsFunc(f.Answers, func(a Answer) bool {
+			return a.Name == name && a.Err == nil && !a.HasData && !a.WasMember && !a.Started
+		})
+		if !ok {
+			t.Errorf("%s: bootstrap without a fresh answer from %s", desc, name)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -59,12 +60,18 @@ type node struct {
 	dataDir, stateDir, pkiDir string
 	clientPort, peerPort      int
 	tls                       *tls.Config
+	// store is the node's formation record, which it answers the
+	// handshake from (answer), as the init's node API does.
+	store *Store
 
-	mu      sync.Mutex
-	proc    *supervise.Process
-	log     *syncBuffer
-	watch   *RemovedWatch
-	clients []*clientv3.Client // connected to this node; closed by stop
+	mu    sync.Mutex
+	token string // the formation token etcd bootstraps with; "" means the cluster's
+	// cancelLoop ends the member loop boot started, if any.
+	cancelLoop context.CancelFunc
+	proc       *supervise.Process
+	log        *syncBuffer
+	watch      *RemovedWatch
+	clients    []*clientv3.Client // connected to this node; closed by stop
 }
 
 func (c *testCluster) node(name string) *node {
@@ -76,6 +83,7 @@ func (c *testCluster) node(name string) *node {
 		dataDir: filepath.Join(root, "etcd"), stateDir: filepath.Join(root, "state"), pkiDir: filepath.Join(root, "pki"),
 		clientPort: freePort(t), peerPort: freePort(t),
 	}
+	n.store = NewStore(n.stateDir)
 	require.NoError(t, os.MkdirAll(n.pkiDir, 0o700))
 	cert, key, err := c.ca.Issue(pki.Leaf{
 		CommonName: name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -183,7 +191,7 @@ func (n *node) startE(initial, state string) error {
 		"--initial-advertise-peer-urls="+n.PeerURL(),
 		"--initial-cluster="+initial,
 		"--initial-cluster-state="+state,
-		"--initial-cluster-token="+n.c.token,
+		"--initial-cluster-token="+n.bootToken(),
 		"--client-cert-auth", "--trusted-ca-file="+p("ca.crt"), "--cert-file="+p("node.crt"), "--key-file="+p("node.key"),
 		"--peer-client-cert-auth", "--peer-trusted-ca-file="+p("ca.crt"), "--peer-cert-file="+p("node.crt"), "--peer-key-file="+p("node.key"),
 		"--heartbeat-interval=25", "--election-timeout=250",
@@ -205,10 +213,46 @@ func (n *node) startE(initial, state string) error {
 	return nil
 }
 
+// bootToken is the --initial-cluster-token n starts with.
+func (n *node) bootToken() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.token != "" {
+		return n.token
+	}
+	return n.c.token
+}
+
+// answer is n's reply to the formation handshake, as the init's node API
+// gives it.
+func (n *node) answer() Answer {
+	r, err := n.store.Load()
+	if err != nil {
+		return Answer{Name: n.name, Err: err}
+	}
+	_, err = os.Stat(filepath.Join(n.stateDir, "member"))
+	return Answer{Name: n.name, Formation: nodeapi.Formation{
+		Name: n.name, Cluster: n.c.token, HasData: n.hasData(), WasMember: err == nil,
+		Nonce: r.Nonce, Started: r.Started(), Token: r.Token, Nonces: r.Nonces, Without: r.Without,
+	}}
+}
+
 // stop ends etcd with SIGTERM (SIGKILL after 10s) and waits for it. It
 // closes the test's clients of n first: etcd's graceful stop waits up to
 // its request timeout (5.5s) for open client connections.
 func (n *node) stop() {
+	n.mu.Lock()
+	if n.cancelLoop != nil {
+		n.cancelLoop()
+		n.cancelLoop = nil
+	}
+	n.mu.Unlock()
+	n.stopEtcd()
+}
+
+// stopEtcd is stop without ending the member loop, as the loop itself
+// stops a removed member.
+func (n *node) stopEtcd() {
 	n.mu.Lock()
 	p, clients := n.proc, n.clients
 	n.clients = nil
@@ -346,9 +390,17 @@ const observeTimeout = time.Second
 func (n *node) facts(ctx context.Context, expected []string, peers ...*node) Facts {
 	_, err := os.Stat(filepath.Join(n.stateDir, "member"))
 	was := err == nil
+	rec, err := n.store.Load()
+	if err != nil {
+		n.c.t.Errorf("formation record of %s: %v", n.name, err)
+	}
 	f := Facts{
 		Self: n.name, SelfPeerURL: n.PeerURL(), Cluster: n.c.token,
 		HasData: n.hasData(), WasMember: was, ExpectedInitial: expected,
+		Formation: rec,
+	}
+	for _, p := range peers {
+		f.Answers = append(f.Answers, p.answer())
 	}
 	n.mu.Lock()
 	if n.watch != nil {
