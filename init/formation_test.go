@@ -178,12 +178,26 @@ func formThree(t *testing.T, name string) (*cluster, []*cnode) {
 	return c, all
 }
 
-// TestContainerOneWiped: in every boot order, a restart with every disk
-// keeps the cluster and its member IDs, and a node whose disk was wiped
+// TestContainerRestartEveryOrder: in every boot order, a cold start
+// with every disk keeps the cluster, its member IDs and every key.
+func TestContainerRestartEveryOrder(t *testing.T) {
+	t.Parallel()
+	everyOrder(t, "cold", false)
+}
+
+// TestContainerOneWiped: in every boot order, a node whose disk was wiped
 // (n3) never bootstraps: it joins as a learner with a new member ID, is
 // promoted, and holds every key written before.
 func TestContainerOneWiped(t *testing.T) {
-	c, all := formThree(t, "wipe")
+	t.Parallel()
+	everyOrder(t, "wipe", true)
+}
+
+// everyOrder stops the three nodes of a new cluster and boots them in
+// every order, wiping n3 before each boot when wipe is set, and checks
+// the IDs and keys after each.
+func everyOrder(t *testing.T, name string, wipe bool) {
+	c, all := formThree(t, name)
 	n3 := c.nodes["n3"]
 	b := &book{members: map[uint64]string{}, current: map[string]uint64{}}
 	b.see(t, c, nil, all...)
@@ -197,31 +211,28 @@ func TestContainerOneWiped(t *testing.T) {
 		keys[k] = v
 	}
 	put(0)
-	round := 0
-	for _, order := range orders(all) {
-		for _, wiped := range []bool{false, true} {
-			round++
-			t.Run(fmt.Sprintf("boot %s, n3 wiped %v", nodeNames(order), wiped), func(t *testing.T) {
-				from := stopAll(all...)
-				if wiped {
-					n3.wipe()
-				}
-				bootInOrder(from, order...)
-				if wiped {
-					n3.waitLog(from["n3"], "promoted to a voting member", 120*time.Second)
-					assert.NotContains(t, n3.log()[from["n3"]:], "bootstrapping member", "a wiped node never bootstraps into a formed cluster")
-				}
-				for _, n := range all {
-					n.waitLog(from[n.name], "is a voting member", 120*time.Second)
-				}
-				c.voters(c.client(all...), 3, 60*time.Second)
-				b.see(t, c, map[string]bool{"n3": wiped}, all...)
-				c.requireKeys(t, keys, all...)
-				put(round)
-			})
-			if t.Failed() {
-				return
+	for round, order := range orders(all) {
+		wiped := wipe
+		t.Run(fmt.Sprintf("boot %s, n3 wiped %v", nodeNames(order), wiped), func(t *testing.T) {
+			from := stopAll(all...)
+			if wiped {
+				n3.wipe()
 			}
+			bootInOrder(from, order...)
+			if wiped {
+				n3.waitLog(from["n3"], "promoted to a voting member", 120*time.Second)
+				assert.NotContains(t, n3.log()[from["n3"]:], "bootstrapping member", "a wiped node never bootstraps into a formed cluster")
+			}
+			for _, n := range all {
+				n.waitLog(from[n.name], "is a voting member", 120*time.Second)
+			}
+			c.voters(c.client(all...), 3, 60*time.Second)
+			b.see(t, c, map[string]bool{"n3": wiped}, all...)
+			c.requireKeys(t, keys, all...)
+			put(round + 1)
+		})
+		if t.Failed() {
+			return
 		}
 	}
 }
@@ -233,6 +244,7 @@ func TestContainerOneWiped(t *testing.T) {
 // hash from before. (Without a quorum etcd serves no client, so n1 is
 // measured then.)
 func TestContainerTwoWiped(t *testing.T) {
+	t.Parallel()
 	c, all := formThree(t, "lost")
 	n1, n2, n3 := c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -285,6 +297,7 @@ func TestContainerTwoWiped(t *testing.T) {
 // boots holds up the first formation until the operator says to form
 // without it; it later joins as a learner.
 func TestContainerBootstrapWithout(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "n1", "n2", "n3")
 	n1, n2, n3 := c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]
 	for _, n := range []*cnode{n1, n2, n3} {
@@ -328,6 +341,7 @@ func TestContainerBootstrapWithout(t *testing.T) {
 // starts anew, with a new cluster ID clients can see; one that lost only
 // its etcd dir (state/ kept) never bootstraps again.
 func TestContainerSingleNodeWiped(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "s1")
 	s1 := c.nodes["s1"]
 	c.writeSeed(s1, "solo", 1, "s1")
