@@ -52,14 +52,14 @@ func clusterImage(t *testing.T) string {
 // upCluster brings up a cluster of n nodes of the test-hook image in a
 // fresh directory, with the network inside the test process and the
 // test-hook port forwarded.
-func upCluster(t *testing.T, n int) *cluster.Cluster {
+func upCluster(t *testing.T, n int) *running {
 	t.Helper()
 	code, vars := testenv.OVMF(t)
 	cfg := cluster.Config{
 		Dir: t.TempDir(), Image: clusterImage(t), OVMFCode: code, OVMFVars: vars,
 		MemoryMiB: 768, GuestPorts: []int{hookPort}, Log: t.Logf,
 	}
-	return startCluster(t, cfg, n).Cluster
+	return startCluster(t, cfg, n)
 }
 
 // running holds the cluster whose VMs run: a test that starts them again

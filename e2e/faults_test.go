@@ -4,41 +4,67 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdbox/etcdbox/internal/kvwriter"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
 // faultDeadline bounds one fault and the recovery after it.
-const faultDeadline = 4 * time.Minute
+const faultDeadline = 5 * time.Minute
 
-// testFaultVerbs runs every fault verb of `etcdbox cluster` once on the
-// running 3-node cluster c and checks its effect on what etcd reports; it
-// leaves the cluster whole, with three voting members.
-func testFaultVerbs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	ok := t.Run("kill, then start as the same member", func(t *testing.T) {
+// electionTimeout is etcd's default, which the nodes run with.
+const electionTimeout = time.Second
+
+// testFaults runs every fault verb of `etcdbox cluster` on the running
+// 3-node cluster r, chained so that each also proves one of the member
+// lifecycle's promises (issue 10) and checks what clients saw with the
+// writer's history where writes run. It leaves the cluster whole, with
+// three voting members; the cold start replaces r.Cluster.
+func testFaults(ctx context.Context, t *testing.T, r *running) {
+	c := r.Cluster
+	ok := t.Run("kill the leader under writes, then start it as the same member", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()
 		ids := memberIDs(ctx, t, c)
-		require.NoError(t, c.Kill(ctx, "n3"))
-		assert.Equal(t, cluster.StateStopped, c.VMState(ctx, "n3", nil))
-		// n1's etcd reports its peer n3 inactive.
-		took, err := c.WaitPeerLost(ctx, "n1", ids["n3"])
+		w := startWriter(t, c)
+		leader, term := leaderOf(ctx, t, c, "")
+		require.NotEmpty(t, leader)
+		var peer string
+		for _, n := range c.Nodes() {
+			if n.Name != leader {
+				peer = n.Name
+				break
+			}
+		}
+		require.NoError(t, c.Kill(ctx, leader))
+		assert.Equal(t, cluster.StateStopped, c.VMState(ctx, leader, nil))
+		took, err := c.WaitPeerLost(ctx, peer, ids[leader])
 		require.NoError(t, err)
-		t.Logf("kill to the first report of the loss by a peer: %s", took.Round(10*time.Millisecond))
+		t.Logf("kill of the leader %s to %s's first report of the loss: %s", leader, peer, took.Round(10*time.Millisecond))
+		waitFor(ctx, t, "a new leader", func() (bool, string) {
+			l, tm := leaderOf(ctx, t, c, leader)
+			return l != "" && l != leader && tm > term, fmt.Sprintf("leader %q at term %d", l, tm)
+		})
 		start := time.Now()
-		require.NoError(t, c.Start(ctx, "n3"))
-		require.NoError(t, c.WaitReady(ctx, "n3"))
-		t.Logf("start of a stopped node to a healthy voter: %s", time.Since(start).Round(100*time.Millisecond))
-		assert.Equal(t, ids, memberIDs(ctx, t, c), "n3 came back as another member")
-		active, err := c.PeerActive(ctx, "n1", ids["n3"])
+		require.NoError(t, c.Start(ctx, leader))
+		require.NoError(t, c.WaitReady(ctx, leader))
+		t.Logf("start of the stopped node to a healthy voter: %s", time.Since(start).Round(100*time.Millisecond))
+		res := stopWriter(t, w)
+		t.Logf("failover (the longest gap between acknowledged writes): %s, %.1fx etcd's election timeout", res.Gap.Round(10*time.Millisecond), res.Gap.Seconds()/electionTimeout.Seconds())
+		assert.Equal(t, ids, memberIDs(ctx, t, c), "the killed node came back as another member")
+		active, err := c.PeerActive(ctx, peer, ids[leader])
 		require.NoError(t, err)
-		assert.True(t, active, "n1 does not report n3 active again")
+		assert.True(t, active, "%s does not report %s active again", peer, leader)
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
@@ -48,44 +74,26 @@ func testFaultVerbs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		leader, term := leaderOf(ctx, t, c, "")
 		require.NoError(t, c.Pause(ctx, leader))
 		assert.Equal(t, cluster.StatePaused, c.VMState(ctx, leader, nil))
-		// The paused node answers nothing.
 		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := client(t, c, leader).Get(rctx, "e2e/paused")
 		rcancel()
 		assert.Error(t, err, "the paused node answered")
 		// The others miss its heartbeats and elect another leader.
-		var other string
 		waitFor(ctx, t, "a new leader while "+leader+" is paused", func() (bool, string) {
 			l, tm := leaderOf(ctx, t, c, leader)
-			other = l
 			return l != "" && l != leader && tm > term, fmt.Sprintf("leader %q term %d (was %s at %d)", l, tm, leader, term)
 		})
 		require.NoError(t, c.Resume(ctx, leader))
 		require.NoError(t, c.WaitReady(ctx))
-		rows, err := c.Status(ctx)
-		require.NoError(t, err)
-		leaders := 0
-		for _, r := range rows {
-			assert.Equal(t, cluster.StateRunning, r.State, "%s", r.Node.Name)
-			if r.Leader {
-				leaders++
-			}
-		}
-		assert.Equal(t, 1, leaders, "status after resume: %+v", rows)
-		t.Logf("paused %s; %s took over", leader, other)
+		assertOneLeader(ctx, t, c)
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
-	ok = t.Run("partition a follower, then heal", func(t *testing.T) {
+	ok = t.Run("partition the leader, then heal", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()
-		leader, _ := leaderOf(ctx, t, c, "")
-		cut := "n1"
-		if leader == cut {
-			cut = "n2"
-		}
+		cut, term := leaderOf(ctx, t, c, "")
 		require.NoError(t, c.Partition(ctx, cut))
-		assert.Equal(t, cluster.StatePartitioned, c.VMState(ctx, cut, map[string]bool{cut: true}))
 		rows, err := c.Status(ctx)
 		require.NoError(t, err)
 		for _, r := range rows {
@@ -95,13 +103,24 @@ func testFaultVerbs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			}
 			assert.Equal(t, want, r.State, "status of %s", r.Node.Name)
 		}
+		// The majority elects a leader of its own and writes.
+		waitFor(ctx, t, "a leader in the majority", func() (bool, string) {
+			l, tm := leaderOf(ctx, t, c, cut)
+			return l != "" && l != cut && tm > term, fmt.Sprintf("leader %q term %d", l, tm)
+		})
+		var other string
+		for _, n := range c.Nodes() {
+			if n.Name != cut {
+				other = n.Name
+			}
+		}
+		_, err = client(t, c, other).Put(ctx, "e2e/partition", "majority")
+		require.NoError(t, err)
+		// The minority answers no linearizable read.
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err = client(t, c, cut).Get(rctx, "e2e/partition")
 		rcancel()
-		assert.Error(t, err, "the cut-off node answered a linearizable read")
-		// The majority still writes.
-		_, err = client(t, c, leader).Put(ctx, "e2e/partition", "majority")
-		require.NoError(t, err)
+		assert.Error(t, err, "the cut-off old leader answered a linearizable read")
 		require.NoError(t, c.Heal(ctx))
 		waitFor(ctx, t, cut+" answers a linearizable read after heal", func() (bool, string) {
 			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -112,58 +131,151 @@ func testFaultVerbs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			}
 			return len(r.Kvs) == 1 && string(r.Kvs[0].Value) == "majority", fmt.Sprintf("%v", r.Kvs)
 		})
+		assertOneLeader(ctx, t, c)
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
-	ok = t.Run("wipe, then start on an empty disk", func(t *testing.T) {
+	ok = t.Run("a replaced disk under writes: the stale member goes, the node rejoins as a learner", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()
-		require.NoError(t, c.Kill(ctx, "n3"))
+		leader, _ := leaderOf(ctx, t, c, "")
+		victim := "n3"
+		if leader == victim {
+			victim = "n2"
+		}
+		before := memberIDs(ctx, t, c)
+		w := startWriter(t, c)
+		require.NoError(t, c.Kill(ctx, victim))
 		// A wipe needs a stopped node; it refuses a running one.
-		err := c.Wipe(ctx, "n2")
-		require.ErrorIs(t, err, cluster.ErrNodeRunning)
-		require.NoError(t, c.Wipe(ctx, "n3"))
-		require.NoError(t, c.Start(ctx, "n3"))
-		vm, err := c.VM("n3")
+		require.ErrorIs(t, c.Wipe(ctx, leader), cluster.ErrNodeRunning)
+		require.NoError(t, c.Wipe(ctx, victim))
+		require.NoError(t, c.Start(ctx, victim))
+		require.NoError(t, c.WaitReady(ctx, victim))
+		res := stopWriter(t, w)
+		t.Logf("writer across the replaced disk: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+		vm, err := c.VM(victim)
 		require.NoError(t, err)
-		m, err := vm.WaitConsole(ctx, 0, "etcdbox: DATA: ")
-		require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))
-		assert.Contains(t, m.Line, "formatted true", "DATA was not formatted anew")
-		assert.Contains(t, vm.Console(), "is blank: first boot")
-		// How the member rejoins is issue 10's to decide; the cluster
-		// must end whole for the faults after this one.
-		require.NoError(t, c.WaitReady(ctx, "n3"))
+		console := vm.Console()
+		assert.Contains(t, console, "is blank: first boot", "DATA was not formatted anew")
+		assert.Contains(t, console, "formatted true")
+		assert.Contains(t, console, "removing stale member "+victim)
+		assert.Contains(t, console, "as learner")
+		assert.Contains(t, console, "promoted to a voting member")
+		assert.NotContains(t, console, "bootstrapping member", "the wiped node started etcd to form a cluster")
+		after := memberIDs(ctx, t, c)
+		assert.NotEqual(t, before[victim], after[victim], "the wiped node runs with its old member ID")
+		assert.NotContains(t, after, "", "a member that never started is left")
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
-	t.Run("renumber, power off and start: a new address", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
+	t.Run("wipe n1, renumber, and cold-start all: one cluster, n1 a new member, new addresses", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 2*faultDeadline)
 		defer cancel()
-		n2, _ := c.Node("n2")
+		keys := putKeys(ctx, t, c, "e2e/cold/", 50)
+		before := memberIDs(ctx, t, c)
+		clusterID := clusterIDOf(ctx, t, c, "n2")
+		require.NoError(t, c.Kill(ctx, "n1"))
+		require.NoError(t, c.Wipe(ctx, "n1"))
 		next, err := c.Renumber(ctx)
 		require.NoError(t, err)
 		require.Len(t, next, 3)
-		require.NotEqual(t, n2.IP, next["n2"])
-		require.NoError(t, c.Poweroff(ctx, "n2", 90*time.Second))
-		require.NoError(t, c.Start(ctx, "n2"))
-		require.NoError(t, c.WaitReady(ctx, "n2"))
-		moved, _ := c.Node("n2")
-		assert.Equal(t, next["n2"], moved.IP, "n2 did not take its new address")
-		// Its peers reach it by its DNS name, which follows it.
-		r := resolve(t, c, "n1", "n2."+c.Domain())
-		assert.Equal(t, next["n2"].String(), r.body, "n2's DNS name in n1: %d %s", r.status, r.body)
+		require.NoError(t, c.Down(ctx, 90*time.Second))
+		start := time.Now()
+		up, err := cluster.Up(ctx, cluster.Config{Dir: c.Dir(), Log: t.Logf}, 0)
+		if up != nil {
+			r.Cluster, c = up, up
+		}
+		require.NoError(t, err)
+		t.Logf("cold start of three nodes (one wiped, all renumbered) to three voters: %s", time.Since(start).Round(time.Second))
+		for _, n := range c.Nodes() {
+			assert.Equal(t, next[n.Name], n.IP, "%s did not take its new address", n.Name)
+		}
+		assert.Equal(t, clusterID, clusterIDOf(ctx, t, c, "n1"), "n1 is in another cluster")
+		after := memberIDs(ctx, t, c)
+		assert.NotEqual(t, before["n1"], after["n1"], "the wiped n1 runs with its old member ID")
+		assert.Equal(t, before["n2"], after["n2"])
+		assert.Equal(t, before["n3"], after["n3"])
+		vm, err := c.VM("n1")
+		require.NoError(t, err)
+		assert.NotContains(t, vm.Console(), "bootstrapping member", "the wiped n1 bootstrapped")
+		assert.Contains(t, vm.Console(), "promoted to a voting member")
+		requireKeys(ctx, t, c, keys)
 		checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
 	})
 }
 
-// testRemove removes the named nodes one at a time with `cluster remove`:
-// each time the cluster reports one member fewer and the node's directory
-// is gone.
-func testRemove(ctx context.Context, t *testing.T, c *cluster.Cluster, names ...string) {
-	for _, name := range names {
+// testTwoWiped wipes two of three disks and cold-starts the nodes, the
+// third powered off at first: no cluster forms, the wiped nodes wait and
+// say the quorum is lost, and the third's data is left as it was. The
+// cluster cannot serve afterwards (recovery is an operator's explicit
+// act), so this is the last step on it.
+func testTwoWiped(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	ctx, cancel := context.WithTimeout(ctx, 2*faultDeadline)
+	defer cancel()
+	ids := memberIDs(ctx, t, c)
+	clusterID := clusterIDOf(ctx, t, c, "n3")
+	hash := hashKV(ctx, t, c, "n3")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, c.Kill(ctx, n))
+	}
+	require.NoError(t, c.Wipe(ctx, "n1"))
+	require.NoError(t, c.Wipe(ctx, "n2"))
+	require.NoError(t, c.Start(ctx, "n1", "n2"))
+	wiped := []string{"n1", "n2"}
+	for _, name := range wiped {
+		vm, err := c.VM(name)
+		require.NoError(t, err)
+		m, err := vm.WaitConsole(ctx, 0, "etcdbox: membership: wait: ")
+		require.NoError(t, err, "%s console:\n%s", name, vm.ConsoleTail(40))
+		t.Logf("%s with n3 off: %s", name, m.Line)
+	}
+	marks := map[string]int64{}
+	for _, name := range wiped {
+		vm, err := c.VM(name)
+		require.NoError(t, err)
+		marks[name] = vm.Mark()
+	}
+	require.NoError(t, c.Start(ctx, "n3"))
+	n3, err := c.VM("n3")
+	require.NoError(t, err)
+	_, err = n3.WaitConsole(ctx, 0, "etcdbox: etcd: restarting member n3 with its data")
+	require.NoError(t, err, "n3 console:\n%s", n3.ConsoleTail(40))
+	for _, name := range wiped {
+		vm, err := c.VM(name)
+		require.NoError(t, err)
+		m, err := vm.WaitConsole(ctx, marks[name], "quorum lost")
+		require.NoError(t, err, "%s console:\n%s", name, vm.ConsoleTail(40))
+		t.Logf("%s with n3 up: %s", name, m.Line)
+		assert.Contains(t, m.Line, "n3 holds data of this cluster")
+		assert.NotContains(t, vm.Console(), "bootstrapping member", "%s formed a cluster", name)
+		assert.NotContains(t, vm.Console(), "etcdbox: etcd ready", "%s started etcd", name)
+	}
+	// The survivor keeps its data: the same member, cluster and hash
+	// (a serializable status and hash need no quorum).
+	st := memberStatus(ctx, t, c, "n3")
+	assert.Equal(t, ids["n3"], st.Header.MemberId)
+	assert.Equal(t, clusterID, st.Header.ClusterId)
+	assert.Equal(t, hash, hashKV(ctx, t, c, "n3"), "n3's data changed")
+	assert.NotContains(t, n3.Console(), "moved the removed member's data", "n3 moved its data aside")
+}
+
+// testRemove scales the cluster down: the first node with `cluster
+// remove` (which decommissions it through its node API), the second with
+// `etcdbox members remove` and then `cluster remove` of the stopped
+// member-less node, under writes. Each time the cluster reports one
+// member fewer and the node's directory is gone.
+func testRemove(ctx context.Context, t *testing.T, c *cluster.Cluster, decommission, membersRemove string) {
+	w := startWriter(t, c)
+	for i, name := range []string{decommission, membersRemove} {
 		n, ok := c.Node(name)
 		require.True(t, ok, "no node %s", name)
 		before := len(memberIDs(ctx, t, c))
+		if i == 1 {
+			out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "members", "remove", name, "--dir", c.Dir()).CombinedOutput()
+			require.NoError(t, err, "etcdbox members remove %s: %s", name, out)
+			t.Logf("etcdbox members remove %s: %s", name, strings.TrimSpace(string(out)))
+			require.NoError(t, c.Kill(ctx, name))
+		}
 		require.NoError(t, c.Remove(ctx, name))
 		_, err := os.Stat(n.Dir)
 		assert.True(t, os.IsNotExist(err), "%s's directory %s is still there (%v)", name, n.Dir, err)
@@ -176,6 +288,72 @@ func testRemove(ctx context.Context, t *testing.T, c *cluster.Cluster, names ...
 	rctx, cancel := context.WithTimeout(ctx, faultDeadline)
 	defer cancel()
 	require.NoError(t, c.WaitReady(rctx))
+	res := stopWriter(t, w)
+	t.Logf("writer across the scale-down: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+}
+
+// startWriter starts the porcupine writer on every node.
+func startWriter(t *testing.T, c *cluster.Cluster) *kvwriter.Writer {
+	t.Helper()
+	tc, err := c.TLS()
+	require.NoError(t, err)
+	w, err := kvwriter.Start(c.Endpoints(), tc)
+	require.NoError(t, err)
+	return w
+}
+
+// stopWriter stops w and checks its history: every acknowledged write is
+// there (porcupine finds it linearizable).
+func stopWriter(t *testing.T, w *kvwriter.Writer) kvwriter.Result {
+	t.Helper()
+	res, err := w.Stop(30 * time.Second)
+	require.NoError(t, err)
+	assert.Positive(t, res.Acked, "the writer had no write acknowledged")
+	assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is not linearizable: an acknowledged write was lost")
+	return res
+}
+
+// putKeys writes n keys under prefix and returns them.
+func putKeys(ctx context.Context, t *testing.T, c *cluster.Cluster, prefix string, n int) map[string]string {
+	t.Helper()
+	keys := map[string]string{}
+	cl := client(t, c, c.Nodes()[1].Name)
+	for i := range n {
+		k, v := fmt.Sprintf("%s%02d", prefix, i), fmt.Sprintf("v%d", i)
+		_, err := cl.Put(ctx, k, v)
+		require.NoError(t, err)
+		keys[k] = v
+	}
+	return keys
+}
+
+// requireKeys reads keys through every node, linearizably.
+func requireKeys(ctx context.Context, t *testing.T, c *cluster.Cluster, keys map[string]string) {
+	t.Helper()
+	for _, n := range c.Nodes() {
+		cl := client(t, c, n.Name)
+		for k, v := range keys {
+			r, err := cl.Get(ctx, k)
+			require.NoError(t, err, "get %s through %s", k, n.Name)
+			require.Len(t, r.Kvs, 1, "%s through %s: the key is lost", k, n.Name)
+			assert.Equal(t, v, string(r.Kvs[0].Value), "%s through %s", k, n.Name)
+		}
+	}
+}
+
+// assertOneLeader checks that every node runs and exactly one leads.
+func assertOneLeader(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	rows, err := c.Status(ctx)
+	require.NoError(t, err)
+	leaders := 0
+	for _, r := range rows {
+		assert.Equal(t, cluster.StateRunning, r.State, "%s", r.Node.Name)
+		if r.Leader {
+			leaders++
+		}
+	}
+	assert.Equal(t, 1, leaders, "status: %+v", rows)
 }
 
 // memberIDs lists the members by name, through the first node that answers.
@@ -198,11 +376,50 @@ func memberIDs(ctx context.Context, t *testing.T, c *cluster.Cluster) map[string
 	return nil
 }
 
+// memberStatus is node's own etcd status (answered without a quorum).
+func memberStatus(ctx context.Context, t *testing.T, c *cluster.Cluster, node string) *clientv3.StatusResponse {
+	t.Helper()
+	n, _ := c.Node(node)
+	var st *clientv3.StatusResponse
+	waitFor(ctx, t, node+" answers a status request", func() (bool, string) {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		var err error
+		st, err = client(t, c, node).Status(sctx, n.Endpoint())
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	return st
+}
+
+func clusterIDOf(ctx context.Context, t *testing.T, c *cluster.Cluster, node string) uint64 {
+	return memberStatus(ctx, t, c, node).Header.ClusterId
+}
+
+// hashKV is node's hash of its key-value store (etcdctl endpoint hashkv).
+func hashKV(ctx context.Context, t *testing.T, c *cluster.Cluster, node string) uint32 {
+	t.Helper()
+	n, _ := c.Node(node)
+	var h uint32
+	waitFor(ctx, t, node+" answers hashkv", func() (bool, string) {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r, err := client(t, c, node).HashKV(hctx, n.Endpoint(), 0)
+		if err != nil {
+			return false, err.Error()
+		}
+		h = r.Hash
+		return true, ""
+	})
+	return h
+}
+
 // leaderOf returns the leader's name and the raft term as the running
 // nodes other than skip see them ("" when none of them knows a leader).
 func leaderOf(ctx context.Context, t *testing.T, c *cluster.Cluster, skip string) (string, uint64) {
 	t.Helper()
-	ids := map[uint64]string{}
 	for _, n := range c.Nodes() {
 		if n.Name == skip {
 			continue
@@ -210,28 +427,18 @@ func leaderOf(ctx context.Context, t *testing.T, c *cluster.Cluster, skip string
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		st, err := client(t, c, n.Name).Status(sctx, n.Endpoint())
 		cancel()
-		if err != nil {
+		if err != nil || st.Leader == 0 {
 			continue
 		}
-		ids[st.Header.MemberId] = n.Name
-		if st.Leader == 0 {
-			continue
-		}
-		if name, ok := ids[st.Leader]; ok || st.Leader == st.Header.MemberId {
-			if !ok {
-				name = n.Name
-			}
-			return name, st.RaftTerm
-		}
-		// The leader is a node not asked yet: find it by member ID.
 		mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		ml, err := client(t, c, n.Name).MemberList(mctx, clientv3.WithSerializable())
 		cancel()
-		if err == nil {
-			for _, m := range ml.Members {
-				if m.ID == st.Leader {
-					return m.Name, st.RaftTerm
-				}
+		if err != nil {
+			continue
+		}
+		for _, m := range ml.Members {
+			if m.ID == st.Leader {
+				return m.Name, st.RaftTerm
 			}
 		}
 	}

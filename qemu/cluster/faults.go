@@ -338,10 +338,12 @@ func (c *Cluster) syncIPs(ctx context.Context) error {
 	return c.save()
 }
 
-// Remove takes a node out of the cluster for good: it removes its etcd
-// member through another node (refusing when the remaining voters would
-// not keep a healthy quorum), cuts its power, drops its DHCP, DNS and
-// forwards, and deletes its directory.
+// Remove takes a node out of the cluster for good. A running node is
+// decommissioned through its node API (it hands leadership over, removes
+// its own member under the membership lock while the voters left keep a
+// healthy quorum, writes its tombstone and powers off); a stopped one has
+// its member removed through the other nodes under the same quorum rule.
+// Then its DHCP lease, DNS records and forwards go, and its directory.
 func (c *Cluster) Remove(ctx context.Context, name string) error {
 	unlock, err := lockDir(c.cfg.Dir)
 	if err != nil {
@@ -355,21 +357,33 @@ func (c *Cluster) Remove(ctx context.Context, name string) error {
 	if len(c.st.Nodes) == 1 {
 		return fmt.Errorf("remove %s: it is the last node; use down", name)
 	}
-	id, err := c.removeMember(ctx, n)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", name, err)
-	}
-	if id != 0 {
-		c.cfg.Log("%s: member %016x removed", name, id)
-	}
 	if vm, err := c.VM(name); err == nil {
-		if err := vm.Quit(ctx); err != nil {
-			vm.Kill()
-		}
-		if err := vm.Wait(ctx); err != nil && ctx.Err() != nil {
+		d, err := c.decommission(ctx, n)
+		if err != nil {
 			return fmt.Errorf("remove %s: %w", name, err)
 		}
+		c.cfg.Log("%s: decommissioned member %s (tombstone %s); waiting for it to power off", name, d.MemberID, d.Tombstone)
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = vm.Wait(wctx)
+		cancel()
+		if err != nil {
+			c.cfg.Log("%s: did not power off (%v); cutting its power", name, err)
+			if err := vm.Quit(ctx); err != nil {
+				vm.Kill()
+			}
+			if err := vm.Wait(ctx); err != nil && ctx.Err() != nil {
+				return fmt.Errorf("remove %s: %w", name, err)
+			}
+		}
 		delete(c.vms, name)
+	} else {
+		id, err := c.removeMember(ctx, n)
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", name, err)
+		}
+		if id != 0 {
+			c.cfg.Log("%s: member %016x removed", name, id)
+		}
 	}
 	if err := c.net.RemoveHost(ctx, name); err != nil {
 		c.cfg.Log("%s: network: %v", name, err)

@@ -4,10 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
 )
+
+// decommission asks node n, through its node API, to leave the cluster
+// for good (etcdbox decommission).
+func (c *Cluster) decommission(ctx context.Context, n Node) (nodeapi.Decommissioned, error) {
+	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), c.PKIDir())
+	if err != nil {
+		return nodeapi.Decommissioned{}, err
+	}
+	defer api.Close()
+	return api.Decommission(ctx, n.Name, "etcdbox cluster remove")
+}
 
 // removeMember removes node n's etcd member through the other nodes and
 // returns its ID (0 when n was no member). It refuses when the voters
