@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
-	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
 func init() { commands = append(commands, newBootstrapCmd) }
@@ -53,26 +51,9 @@ formed.`,
 			if len(without) == 0 {
 				return errors.New("--without is required: the expected initial members to form without")
 			}
-			var targets []statusTarget
-			if dir != "" {
-				var err error
-				if targets, err = clusterTargets(dir); err != nil {
-					return err
-				}
-				if pkiDir == "" {
-					pkiDir = filepath.Join(dir, cluster.PKIDir)
-				}
-			} else {
-				if pkiDir == "" {
-					return errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
-				}
-				for _, e := range endpoints {
-					u, err := nodeapi.ParseEndpoint(e)
-					if err != nil {
-						return err
-					}
-					targets = append(targets, statusTarget{name: u, endpoint: u})
-				}
+			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			if err != nil {
+				return err
 			}
 			// With --dir, the left-out nodes are not asked: they may not run.
 			targets = dropTargets(targets, without)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
-	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
 func init() { commands = append(commands, newDecommissionCmd) }
@@ -45,26 +43,9 @@ names NODE is asked.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
-			var targets []statusTarget
-			if dir != "" {
-				var err error
-				if targets, err = clusterTargets(dir); err != nil {
-					return err
-				}
-				if pkiDir == "" {
-					pkiDir = filepath.Join(dir, cluster.PKIDir)
-				}
-			} else {
-				if pkiDir == "" {
-					return errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
-				}
-				for _, e := range endpoints {
-					u, err := nodeapi.ParseEndpoint(e)
-					if err != nil {
-						return err
-					}
-					targets = append(targets, statusTarget{name: u, endpoint: u})
-				}
+			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			if err != nil {
+				return err
 			}
 			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
 				return err

@@ -65,26 +65,9 @@ exits non-zero.`,
   etcdbox status --endpoints https://10.0.0.11:9379,https://10.0.0.12:9379 --pki pki/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var targets []statusTarget
-			if dir != "" {
-				var err error
-				if targets, err = clusterTargets(dir); err != nil {
-					return err
-				}
-				if pkiDir == "" {
-					pkiDir = filepath.Join(dir, cluster.PKIDir)
-				}
-			} else {
-				if pkiDir == "" {
-					return errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
-				}
-				for _, e := range endpoints {
-					u, err := nodeapi.ParseEndpoint(e)
-					if err != nil {
-						return err
-					}
-					targets = append(targets, statusTarget{name: u, endpoint: u})
-				}
+			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			if err != nil {
+				return err
 			}
 			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
 				return err
@@ -254,4 +237,32 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// nodeTargets are the node APIs a verb asks, and the admin PKI it asks
+// with: a local cluster's nodes and pki/ with --dir, else --endpoints
+// with --pki (required then).
+func nodeTargets(dir, pkiDir string, endpoints []string) ([]statusTarget, string, error) {
+	var targets []statusTarget
+	if dir != "" {
+		var err error
+		if targets, err = clusterTargets(dir); err != nil {
+			return nil, "", err
+		}
+		if pkiDir == "" {
+			pkiDir = filepath.Join(dir, cluster.PKIDir)
+		}
+		return targets, pkiDir, nil
+	}
+	if pkiDir == "" {
+		return nil, "", errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
+	}
+	for _, e := range endpoints {
+		u, err := nodeapi.ParseEndpoint(e)
+		if err != nil {
+			return nil, "", err
+		}
+		targets = append(targets, statusTarget{name: u, endpoint: u})
+	}
+	return targets, pkiDir, nil
 }
