@@ -23,7 +23,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// Prefix is where the workers' keys live.
+// Prefix is where the workers' keys live: each writer under a run
+// prefix of its own below it, since the model starts every key at 0 and
+// a second writer on the same cluster would otherwise read the first
+// one's values as writes nobody made.
 const Prefix = "/etcdbox-kvwriter/"
 
 // opTimeout bounds one put or get.
@@ -102,6 +105,7 @@ type Writer struct {
 	wg     sync.WaitGroup
 	start  time.Time
 	cli    []*clientv3.Client
+	prefix string // this run's keys: Prefix + run + "/"
 
 	mu      sync.Mutex
 	hist    []porcupine.Operation
@@ -124,6 +128,7 @@ func Start(endpoints []string, tc *tls.Config) (*Writer, error) {
 		return nil, fmt.Errorf("kvwriter: no endpoints")
 	}
 	w := &Writer{start: time.Now()}
+	w.prefix = Prefix + strconv.FormatInt(w.start.UnixNano(), 36) + "/"
 	w.lastAck = w.start
 	for i := range endpoints {
 		order := append(append([]string{}, endpoints[i:]...), endpoints[:i]...)
@@ -139,13 +144,13 @@ func Start(endpoints []string, tc *tls.Config) (*Writer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	for i, cli := range w.cli {
-		key, other := key(i), key((i+1)%len(w.cli))
+		key, other := w.key(i), w.key((i+1)%len(w.cli))
 		w.wg.Go(func() { w.work(ctx, i, cli, key, other) })
 	}
 	return w, nil
 }
 
-func key(i int) string { return Prefix + strconv.Itoa(i) }
+func (w *Writer) key(i int) string { return w.prefix + strconv.Itoa(i) }
 
 func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
 
@@ -200,12 +205,12 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 	for i, cli := range w.cli {
 		call := w.now()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		r, err := cli.Get(ctx, key(i))
+		r, err := cli.Get(ctx, w.key(i))
 		cancel()
 		cli.Close()
 		if err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("kvwriter: final read of %s: %w", key(i), err)
+				firstErr = fmt.Errorf("kvwriter: final read of %s: %w", w.key(i), err)
 			}
 			continue
 		}
@@ -213,7 +218,7 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 		if len(r.Kvs) > 0 {
 			got, _ = strconv.Atoi(string(r.Kvs[0].Value))
 		}
-		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
+		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: w.key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
 	}
 	res := Result{History: w.hist, Gap: w.gap}
 	for _, op := range w.hist {
