@@ -216,9 +216,14 @@ func testTwoWiped(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	ids := memberIDs(ctx, t, c)
 	clusterID := clusterIDOf(ctx, t, c, "n3")
 	hash := hashKV(ctx, t, c, "n3")
-	for _, n := range []string{"n1", "n2", "n3"} {
-		require.NoError(t, c.Kill(ctx, n))
-	}
+	require.NoError(t, c.Kill(ctx, "n1"))
+	require.NoError(t, c.Kill(ctx, "n2"))
+	// The survivor powers off cleanly, by its ACPI power button.
+	n3, err := c.VM("n3")
+	require.NoError(t, err)
+	from := n3.Mark()
+	require.NoError(t, c.Poweroff(ctx, "n3", 90*time.Second))
+	assert.Contains(t, n3.Console()[from:], "etcdbox: etcd stopped", "n3 did not stop etcd cleanly")
 	require.NoError(t, c.Wipe(ctx, "n1"))
 	require.NoError(t, c.Wipe(ctx, "n2"))
 	require.NoError(t, c.Start(ctx, "n1", "n2"))
@@ -230,6 +235,15 @@ func testTwoWiped(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		require.NoError(t, err, "%s console:\n%s", name, vm.ConsoleTail(40))
 		t.Logf("%s with n3 off: %s", name, m.Line)
 	}
+	// A reset of a waiting node: it boots again and waits again.
+	n1, err := c.VM("n1")
+	require.NoError(t, err)
+	mark := n1.Mark()
+	require.NoError(t, c.Reset(ctx, "n1"))
+	m, err := n1.WaitConsole(ctx, mark, "Linux version")
+	require.NoError(t, err, "n1 did not reboot after reset:\n%s", n1.ConsoleTail(40))
+	_, err = n1.WaitConsole(ctx, m.Next, "etcdbox: membership: wait: ")
+	require.NoError(t, err, "n1 console after reset:\n%s", n1.ConsoleTail(40))
 	marks := map[string]int64{}
 	for _, name := range wiped {
 		vm, err := c.VM(name)
@@ -237,7 +251,7 @@ func testTwoWiped(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		marks[name] = vm.Mark()
 	}
 	require.NoError(t, c.Start(ctx, "n3"))
-	n3, err := c.VM("n3")
+	n3, err = c.VM("n3")
 	require.NoError(t, err)
 	_, err = n3.WaitConsole(ctx, 0, "etcdbox: etcd: restarting member n3 with its data")
 	require.NoError(t, err, "n3 console:\n%s", n3.ConsoleTail(40))
