@@ -196,6 +196,15 @@ func slotState(st nodeapi.Status, name string) string {
 // client returns an etcd client of one node, closed when the test ends.
 func client(t *testing.T, c *cluster.Cluster, name string) *clientv3.Client {
 	t.Helper()
+	cl := dial(t, c, name)
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// dial returns an etcd client of one node for the caller to close: for
+// polls, whose clients would otherwise stay open until the test ends.
+func dial(t *testing.T, c *cluster.Cluster, name string) *clientv3.Client {
+	t.Helper()
 	n, ok := c.Node(name)
 	require.True(t, ok, "no node %s", name)
 	tc, err := c.TLS()
@@ -204,7 +213,6 @@ func client(t *testing.T, c *cluster.Cluster, name string) *clientv3.Client {
 		Endpoints: []string{n.Endpoint()}, TLS: tc, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() { cl.Close() })
 	return cl
 }
 

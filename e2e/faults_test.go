@@ -125,7 +125,9 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		waitFor(ctx, t, cut+" answers a linearizable read after heal", func() (bool, string) {
 			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer rcancel()
-			r, err := client(t, c, cut).Get(rctx, "e2e/partition")
+			cl := dial(t, c, cut)
+			defer cl.Close()
+			r, err := cl.Get(rctx, "e2e/partition")
 			if err != nil {
 				return false, err.Error()
 			}
@@ -375,9 +377,11 @@ func assertOneLeader(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 func memberIDs(ctx context.Context, t *testing.T, c *cluster.Cluster) map[string]uint64 {
 	t.Helper()
 	for _, n := range c.Nodes() {
+		cl := dial(t, c, n.Name)
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ml, err := client(t, c, n.Name).MemberList(mctx)
+		ml, err := cl.MemberList(mctx)
 		cancel()
+		cl.Close()
 		if err != nil {
 			continue
 		}
@@ -399,8 +403,10 @@ func memberStatus(ctx context.Context, t *testing.T, c *cluster.Cluster, node st
 	waitFor(ctx, t, node+" answers a status request", func() (bool, string) {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
+		cl := dial(t, c, node)
+		defer cl.Close()
 		var err error
-		st, err = client(t, c, node).Status(sctx, n.Endpoint())
+		st, err = cl.Status(sctx, n.Endpoint())
 		if err != nil {
 			return false, err.Error()
 		}
@@ -421,7 +427,9 @@ func hashKV(ctx context.Context, t *testing.T, c *cluster.Cluster, node string) 
 	waitFor(ctx, t, node+" answers hashkv", func() (bool, string) {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		r, err := client(t, c, node).HashKV(hctx, n.Endpoint(), 0)
+		cl := dial(t, c, node)
+		defer cl.Close()
+		r, err := cl.HashKV(hctx, n.Endpoint(), 0)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -439,25 +447,35 @@ func leaderOf(ctx context.Context, t *testing.T, c *cluster.Cluster, skip string
 		if n.Name == skip {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		st, err := client(t, c, n.Name).Status(sctx, n.Endpoint())
-		cancel()
-		if err != nil || st.Leader == 0 {
-			continue
-		}
-		mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ml, err := client(t, c, n.Name).MemberList(mctx, clientv3.WithSerializable())
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, m := range ml.Members {
-			if m.ID == st.Leader {
-				return m.Name, st.RaftTerm
-			}
+		if name, term, ok := leaderSeenBy(ctx, t, c, n); ok {
+			return name, term
 		}
 	}
 	return "", 0
+}
+
+// leaderSeenBy asks node n for the leader, with a client of its own
+// that it closes: leaderOf is polled, and clients left open until the
+// test ends would load the guests.
+func leaderSeenBy(ctx context.Context, t *testing.T, c *cluster.Cluster, n cluster.Node) (string, uint64, bool) {
+	cl := dial(t, c, n.Name)
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := cl.Status(sctx, n.Endpoint())
+	if err != nil || st.Leader == 0 {
+		return "", 0, false
+	}
+	ml, err := cl.MemberList(sctx, clientv3.WithSerializable())
+	if err != nil {
+		return "", 0, false
+	}
+	for _, m := range ml.Members {
+		if m.ID == st.Leader {
+			return m.Name, st.RaftTerm, true
+		}
+	}
+	return "", 0, false
 }
 
 // waitFor polls cond until it holds or ctx ends; what names the wait in
