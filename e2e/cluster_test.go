@@ -77,7 +77,6 @@ func TestCluster(t *testing.T) {
 		assert.Equal(t, before.Gateway.NotForUs, after.Gateway.NotForUs, "a guest sent packets for the gateway to route")
 	})
 
-
 	ok = t.Run("add twice scales to five voters", func(t *testing.T) {
 		old := []string{"n1", "n2", "n3"}
 		started := map[string]string{}
