@@ -51,8 +51,15 @@ type Membership struct {
 }
 
 // probeTimeout bounds one member's Status probe, so that an address this
-// host cannot reach costs seconds, not the caller's whole deadline.
-const probeTimeout = 3 * time.Second
+// host cannot reach costs seconds, not the caller's whole deadline. A
+// probe dials and handshakes TLS anew; under emulation, from a guest of
+// a busy five-node cluster, 3 s was seen to be too short.
+const probeTimeout = 10 * time.Second
+
+// observeTries is how often Remove looks again before it refuses because
+// members did not answer: a member that is slow to answer once is not a
+// lost one, and the refusal is then only a retry away.
+const observeTries = 3
 
 // ObserveMembers lists the members (linearizable) and probes each one's
 // health: a member is healthy when one of endpoints, or of its own
@@ -285,12 +292,24 @@ func (r Removal) Remove(ctx context.Context, name string) (MemberState, error) {
 		return MemberState{}, err
 	}
 	defer unlock()
-	ms, err := ObserveMembers(ctx, r.Client, r.Endpoints)
-	if err != nil {
-		return MemberState{}, err
-	}
-	if err := CheckRemove(ms.Members, name); err != nil {
-		return MemberState{}, err
+	var ms Membership
+	for try := 1; ; try++ {
+		if ms, err = ObserveMembers(ctx, r.Client, r.Endpoints); err != nil {
+			return MemberState{}, err
+		}
+		err = CheckRemove(ms.Members, name)
+		if err == nil {
+			break
+		}
+		if try == observeTries || !slices.ContainsFunc(ms.Members, func(m MemberState) bool { return !m.Healthy && !m.Learner }) {
+			return MemberState{}, err
+		}
+		logf("members: %v; looking again (%d of %d)", err, try+1, observeTries)
+		select {
+		case <-ctx.Done():
+			return MemberState{}, err
+		case <-time.After(time.Second):
+		}
 	}
 	target, _ := ms.Find(name)
 	if ms.Leader == target.ID {
