@@ -276,37 +276,35 @@ func testTwoWiped(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	assert.NotContains(t, n3.Console(), "moved the removed member's data", "n3 moved its data aside")
 }
 
-// testRemove scales the cluster down: the first node with `cluster
-// remove` (which decommissions it through its node API), the second with
-// `etcdbox members remove` and then `cluster remove` of the stopped
-// member-less node, under writes. Each time the cluster reports one
-// member fewer and the node's directory is gone.
-func testRemove(ctx context.Context, t *testing.T, c *cluster.Cluster, decommission, membersRemove string) {
+// testRemove scales the cluster down by node name under writes: with
+// `cluster remove`, which decommissions it through its node API, or with
+// `etcdbox members remove` and then `cluster remove` of the stopped,
+// member-less node. The cluster then reports one member fewer and the
+// node's directory is gone.
+func testRemove(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, membersRemove bool) {
 	w := startWriter(t, c)
-	for i, name := range []string{decommission, membersRemove} {
-		n, ok := c.Node(name)
-		require.True(t, ok, "no node %s", name)
-		before := len(memberIDs(ctx, t, c))
-		if i == 1 {
-			out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "members", "remove", name, "--dir", c.Dir()).CombinedOutput()
-			require.NoError(t, err, "etcdbox members remove %s: %s", name, out)
-			t.Logf("etcdbox members remove %s: %s", name, strings.TrimSpace(string(out)))
-			require.NoError(t, c.Kill(ctx, name))
-		}
-		require.NoError(t, c.Remove(ctx, name))
-		_, err := os.Stat(n.Dir)
-		assert.True(t, os.IsNotExist(err), "%s's directory %s is still there (%v)", name, n.Dir, err)
-		_, still := c.Node(name)
-		assert.False(t, still, "%s is still in the cluster's state", name)
-		ids := memberIDs(ctx, t, c)
-		assert.Len(t, ids, before-1, "members after removing %s: %v", name, ids)
-		assert.NotContains(t, ids, name)
+	n, ok := c.Node(name)
+	require.True(t, ok, "no node %s", name)
+	before := len(memberIDs(ctx, t, c))
+	if membersRemove {
+		out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "members", "remove", name, "--dir", c.Dir()).CombinedOutput()
+		require.NoError(t, err, "etcdbox members remove %s: %s", name, out)
+		t.Logf("etcdbox members remove %s: %s", name, strings.TrimSpace(string(out)))
+		require.NoError(t, c.Kill(ctx, name))
 	}
+	require.NoError(t, c.Remove(ctx, name))
+	_, err := os.Stat(n.Dir)
+	assert.True(t, os.IsNotExist(err), "%s's directory %s is still there (%v)", name, n.Dir, err)
+	_, still := c.Node(name)
+	assert.False(t, still, "%s is still in the cluster's state", name)
+	ids := memberIDs(ctx, t, c)
+	assert.Len(t, ids, before-1, "members after removing %s: %v", name, ids)
+	assert.NotContains(t, ids, name)
 	rctx, cancel := context.WithTimeout(ctx, faultDeadline)
 	defer cancel()
 	require.NoError(t, c.WaitReady(rctx))
 	res := stopWriter(t, w)
-	t.Logf("writer across the scale-down: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+	t.Logf("writer across the removal of %s: %d acknowledged puts, longest gap %s", name, res.Acked, res.Gap.Round(10*time.Millisecond))
 }
 
 // startWriter starts the porcupine writer on every node.
