@@ -15,5 +15,5 @@ pkgs=$(go list ./... | grep -v '/e2e$')
 # compute, so four at a time fit two cores.
 go test -count=1 -timeout 20m -parallel 4 $pkgs
 if [ -d e2e ]; then
-	go test -count=1 -timeout 60m -v ./e2e
+	go test -count=1 -timeout 80m -v ./e2e
 fi

@@ -236,6 +236,11 @@ func (w *RemovedWatch) Write(p []byte) (int, error) {
 
 // scanLine handles one complete line; w.mu is held.
 func (w *RemovedWatch) scanLine(line []byte) {
+	// etcd writes this for every log line, and waits for it: lines that
+	// cannot be either entry are not parsed as JSON at all.
+	if !bytes.Contains(line, []byte(RemovedMessage)) && !bytes.Contains(line, []byte(`"local-member-id"`)) {
+		return
+	}
 	if c, m, ok := startEntryIDs(line); ok {
 		w.cluster, w.member = c, m
 		return
