@@ -7,7 +7,7 @@
 // it as a gzip-compressed newc initramfs. FormatRaw puts that initramfs,
 // the kernel and systemd-boot on a FAT32 ESP in a GPT disk with an empty
 // DATA placeholder (DESIGN §3); FormatOCI writes the same root plus
-// /boot/vmlinuz and /boot/initrd as a one-layer OCI image.
+// /boot/vmlinuz and /boot/initrd as a two-layer OCI image (root, then boot).
 //
 //	epoch, err := image.EpochFromEnv()
 //	...

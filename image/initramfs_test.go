@@ -24,7 +24,7 @@ var unpacked struct {
 }
 
 // unpackedInitrd writes the initrd of testConfig and unpacks it with the
-// host's gzip and cpio, as the kernel would.
+// host's zstd and cpio, as the kernel would.
 func unpackedInitrd(t *testing.T) (string, InitrdInfo) {
 	t.Helper()
 	if testing.Short() {
@@ -47,7 +47,7 @@ func unpackedInitrd(t *testing.T) (string, InitrdInfo) {
 		if unpacked.err = os.Mkdir(unpacked.dir, 0o755); unpacked.err != nil {
 			return
 		}
-		cmd := exec.Command("sh", "-c", "gzip -dc \"$1\" | cpio -idm --quiet --no-absolute-filenames", "sh", gz)
+		cmd := exec.Command("sh", "-c", "zstd -dcq \"$1\" | cpio -idm --quiet --no-absolute-filenames", "sh", gz)
 		cmd.Dir = unpacked.dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			unpacked.err = &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out}

@@ -23,11 +23,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// writeLayer writes t as a gzip-compressed tar layer: sorted, owned by
-// root, every time stamp the epoch. Device nodes are left out: container
-// runtimes provide /dev, and rootless unpackers cannot create them.
-func writeLayer(ctx context.Context, w io.Writer, t *tree, epoch int64) error {
-	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+// writeLayer writes t as a gzip tar layer of the given compression level:
+// sorted, owned by root, every time stamp the epoch. Device nodes are left
+// out: container runtimes provide /dev, and rootless unpackers cannot
+// create them.
+func writeLayer(ctx context.Context, w io.Writer, t *tree, epoch int64, level int) error {
+	zw, err := gzip.NewWriterLevel(w, level)
 	if err != nil {
 		return err
 	}
@@ -73,37 +74,58 @@ func writeLayer(ctx context.Context, w io.Writer, t *tree, epoch int64) error {
 	return zw.Close()
 }
 
-// ociImage returns the OCI image of cfg: one layer holding the container
-// root t plus /boot/vmlinuz, /boot/initrd and /boot/cmdline (what the
-// upgrade agent stages into a slot), /init as the entrypoint.
+// gzipLayer is t as an OCI gzip layer.
+func gzipLayer(ctx context.Context, t *tree, epoch int64, level int) (v1.Layer, error) {
+	var gz bytes.Buffer
+	if err := writeLayer(ctx, &gz, t, epoch, level); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(gz.Bytes())), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// ociImage returns the OCI image of cfg, /init as the entrypoint, in two
+// layers:
+//
+//  1. the container root t, gzip-compressed;
+//  2. /boot/vmlinuz, /boot/initrd and /boot/cmdline, what the upgrade
+//     agent stages into a slot, in gzip's stored blocks (level 0): both
+//     files are compressed already, and a node then pulls this layer only
+//     and inflates nothing (init/upgrade reads layers from the last one
+//     back). A stored gzip rather than a plain tar layer, because every
+//     tool and runtime takes gzip layers, and some (docker's save format,
+//     go-containerregistry's validator) take nothing else.
 //
 // /boot/cmdline holds cfg.Cmdline, the image's extra kernel command-line
 // arguments, on one line ending in a newline; it is empty when there are
 // none, and always present, so the layer lists the same files either way.
 func ociImage(ctx context.Context, cfg Config, t *tree, initrd []byte) (v1.Image, error) {
-	if err := t.file("boot/vmlinuz", cfg.Kernel, 0o644); err != nil {
+	boot := newTree()
+	if err := boot.file("boot/vmlinuz", cfg.Kernel, 0o644); err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", cfg.Kernel, err)
 	}
-	if err := t.bytes("boot/initrd", initrd, 0o644); err != nil {
+	if err := boot.bytes("boot/initrd", initrd, 0o644); err != nil {
 		return nil, err
 	}
-	if err := t.bytes("boot/cmdline", cmdlineFile(cfg.Cmdline), 0o644); err != nil {
+	if err := boot.bytes("boot/cmdline", cmdlineFile(cfg.Cmdline), 0o644); err != nil {
 		return nil, err
 	}
-	var gz bytes.Buffer
-	if err := writeLayer(ctx, &gz, t, cfg.SourceDateEpoch); err != nil {
-		return nil, fmt.Errorf("write layer: %w", err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(gz.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	layer, err := gzipLayer(ctx, t, cfg.SourceDateEpoch, gzip.DefaultCompression)
 	if err != nil {
 		return nil, fmt.Errorf("write layer: %w", err)
+	}
+	bootLayer, err := gzipLayer(ctx, boot, cfg.SourceDateEpoch, gzip.NoCompression)
+	if err != nil {
+		return nil, fmt.Errorf("write boot layer: %w", err)
 	}
 	created := v1.Time{Time: time.Unix(cfg.SourceDateEpoch, 0).UTC()}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,
 		History: v1.History{Created: created, CreatedBy: "etcdbox build", Comment: "etcdbox " + cfg.Version},
+	}, mutate.Addendum{
+		Layer:   bootLayer,
+		History: v1.History{Created: created, CreatedBy: "etcdbox build", Comment: "boot files"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("assemble image: %w", err)

@@ -6,9 +6,11 @@ import (
 	"context"
 	"io"
 	"log"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -67,7 +70,27 @@ func checkImage(t *testing.T, img v1.Image) {
 	assert.Equal(t, int64(testEpoch), cf.Created.Unix(), "created")
 	layers, err := img.Layers()
 	require.NoError(t, err)
-	assert.Len(t, layers, 1)
+	require.Len(t, layers, 2, "the container root, then the boot files")
+	// The boot layer is a stored gzip: about the size of its files, so
+	// a node inflates nothing; the root layer is compressed.
+	bootSize, err := layers[1].Size()
+	require.NoError(t, err)
+	rootSize, err := layers[0].Size()
+	require.NoError(t, err)
+	bootRaw, err := layers[1].Uncompressed()
+	require.NoError(t, err)
+	bootTar, err := io.Copy(io.Discard, bootRaw)
+	require.NoError(t, err)
+	bootRaw.Close()
+	assert.GreaterOrEqual(t, bootSize, bootTar, "the boot layer is compressed")
+	rootRaw, err := layers[0].Uncompressed()
+	require.NoError(t, err)
+	rootTar, err := io.Copy(io.Discard, rootRaw)
+	require.NoError(t, err)
+	rootRaw.Close()
+	assert.Less(t, rootSize, rootTar*4/5, "the root layer is not compressed")
+	bootFiles := imageFiles(t, mustLayerImage(t, layers[1]))
+	assert.ElementsMatch(t, []string{"/boot/vmlinuz", "/boot/initrd", "/boot/cmdline"}, slices.Collect(maps.Keys(bootFiles)), "the boot layer's files")
 
 	cfg := testConfig(t)
 	files := imageFiles(t, img)
@@ -131,6 +154,14 @@ func TestOCIPushPull(t *testing.T) {
 	fromTar, err := tarball.ImageFromPath(cfg.Output, &tag)
 	require.NoError(t, err)
 	assert.Equal(t, mustDigests(t, pulled), mustDigests(t, fromTar), "config and layer digests of the tarball image")
+}
+
+// mustLayerImage is an image of layer alone.
+func mustLayerImage(t *testing.T, layer v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	return img
 }
 
 // mustDigests returns the config digest and the layer digests of img.

@@ -2,13 +2,20 @@
 // image by digest, takes the kernel and initramfs out of it, and hands them
 // to the slot writer.
 //
-// The image is the one `etcdbox build --format oci` makes: a single layer
-// whose files include /boot/vmlinuz and /boot/initrd, and /boot/cmdline,
-// the image's extra kernel command-line arguments (images built before it
-// existed have none). Only a reference
-// pinned by digest is accepted, so what is staged is exactly what was
-// asked for; go-containerregistry verifies every blob it reads against
-// its digest.
+// The image is the one `etcdbox build --format oci` makes: the container
+// root in a gzip layer, then a last, uncompressed layer holding
+// /boot/vmlinuz, /boot/initrd and /boot/cmdline, the image's extra kernel
+// command-line arguments (images built before that file existed have
+// none; images built before the boot layer existed have all of it in
+// their one layer). The agent reads layers from the last one back and
+// stops once it has all three files, so a node pulls the boot layer
+// only, and never spends its CPU inflating the container root (the
+// kernel and initrd are compressed already).
+//
+// Only a reference pinned by digest is accepted, so what is staged is
+// exactly what was asked for. go-containerregistry verifies a blob
+// against its digest when it is read to its end, so every layer the agent
+// uses is read to its end, and a mismatch fails the pull.
 package upgrade
 
 import (
@@ -98,23 +105,31 @@ func Fetch(ctx context.Context, ref string, o Options) (*Boot, error) {
 	return bootFiles(img, ref, got.String())
 }
 
-// bootFiles reads /boot/vmlinuz and /boot/initrd from the image's layers;
-// a later layer's file wins, as in an unpacked image.
+// bootFiles reads /boot/vmlinuz, /boot/initrd and /boot/cmdline from the
+// image's layers, as an unpacked image would show them: a later layer's
+// file wins. Layers are read from the last one back, until all three are
+// found.
 func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: layers: %w", ref, err)
 	}
 	b := &Boot{Digest: digest}
-	for i, l := range layers {
-		rc, err := l.Uncompressed()
-		if err != nil {
+	var found bootFound
+	for i := len(layers) - 1; i >= 0 && !found.all(); i-- {
+		var lb Boot
+		var lf bootFound
+		if err := readLayer(layers[i], &lb, &lf); err != nil {
 			return nil, fmt.Errorf("image %s: layer %d: %w", ref, i, err)
 		}
-		err = scanLayer(rc, b)
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("image %s: layer %d: %w", ref, i, err)
+		if lf.kernel && !found.kernel {
+			b.Kernel, found.kernel = lb.Kernel, true
+		}
+		if lf.initrd && !found.initrd {
+			b.Initrd, found.initrd = lb.Initrd, true
+		}
+		if lf.cmdline && !found.cmdline {
+			b.Cmdline, found.cmdline = lb.Cmdline, true
 		}
 	}
 	switch {
@@ -133,7 +148,31 @@ func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
 	return b, nil
 }
 
-func scanLayer(r io.Reader, b *Boot) error {
+// bootFound says which boot files a layer, or the layers so far, held.
+type bootFound struct{ kernel, initrd, cmdline bool }
+
+func (f bootFound) all() bool { return f.kernel && f.initrd && f.cmdline }
+
+// readLayer scans one layer, and reads it to its end so that its digest
+// is checked.
+func readLayer(l v1.Layer, b *Boot, f *bootFound) error {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if err := scanLayer(rc, b, f); err != nil {
+		return err
+	}
+	// The tar's end is not the blob's: padding may follow, and the
+	// digest is checked only at the blob's end.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return err
+	}
+	return nil
+}
+
+func scanLayer(r io.Reader, b *Boot, f *bootFound) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -146,13 +185,14 @@ func scanLayer(r io.Reader, b *Boot) error {
 		var dst *[]byte
 		limit := int64(maxBootFile)
 		var cmdline []byte
+		var seen *bool
 		switch path.Clean("/" + h.Name) {
 		case "/" + KernelPath:
-			dst = &b.Kernel
+			dst, seen = &b.Kernel, &f.kernel
 		case "/" + InitrdPath:
-			dst = &b.Initrd
+			dst, seen = &b.Initrd, &f.initrd
 		case "/" + CmdlinePath:
-			dst, limit = &cmdline, maxCmdline
+			dst, limit, seen = &cmdline, maxCmdline, &f.cmdline
 		default:
 			continue
 		}
@@ -166,7 +206,7 @@ func scanLayer(r io.Reader, b *Boot) error {
 		if err != nil {
 			return fmt.Errorf("read /%s: %w", h.Name, err)
 		}
-		*dst = data
+		*dst, *seen = data, true
 		if dst == &cmdline {
 			b.Cmdline = string(cmdline)
 		}

@@ -4,9 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/etcdbox/etcdbox/image"
@@ -17,7 +21,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +55,7 @@ func TestFetchBuiltImage(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, b.Kernel), "kernel bytes differ")
 	assert.Greater(t, len(b.Initrd), 1<<20)
-	assert.Equal(t, []byte{0x1f, 0x8b}, b.Initrd[:2], "initrd is gzip")
+	assert.Equal(t, []byte{0x28, 0xb5, 0x2f, 0xfd}, b.Initrd[:4], "initrd is zstd")
 	assert.Empty(t, b.Cmdline, "an image built without extras")
 }
 
@@ -134,4 +140,103 @@ func TestFetchCmdline(t *testing.T) {
 	b, err := Fetch(context.Background(), host+"/etcdbox@"+res.Digest, Options{Insecure: true})
 	require.NoError(t, err)
 	assert.Equal(t, "rdinit=/nonexistent etcdbox.debug=1", b.Cmdline)
+}
+
+// tarBytes is a tar of files, in name order, followed by pad zero bytes.
+func tarBytes(t *testing.T, files map[string]string, pad int) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	names := make([]string, 0, len(files))
+	for p := range files {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, p := range names {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: p, Mode: 0o644, Size: int64(len(files[p])), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(files[p]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	buf.Write(make([]byte, pad))
+	return buf.Bytes()
+}
+
+// TestFetchLayers checks the layer rules: a later layer's file wins, and
+// the agent stops at the last layer when that holds every boot file, so
+// the container root is never pulled.
+func TestFetchLayers(t *testing.T) {
+	var mu sync.Mutex
+	fetched := map[string]bool{}
+	reg := registry.New()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if i := strings.Index(r.URL.Path, "/blobs/"); i >= 0 && r.Method == http.MethodGet {
+			mu.Lock()
+			fetched[r.URL.Path[i+len("/blobs/"):]] = true
+			mu.Unlock()
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	host := strings.TrimPrefix(s.URL, "http://")
+
+	root, err := tarball.LayerFromReader(bytes.NewReader(tarBytes(t, map[string]string{
+		"boot/vmlinuz": "old kernel", "boot/initrd": "old initrd", "boot/cmdline": "old=1\n", "init": "x",
+	}, 0)))
+	require.NoError(t, err)
+	boot := static.NewLayer(tarBytes(t, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": "a=1\n"}, 0), types.OCIUncompressedLayer)
+	img, err := mutate.AppendLayers(empty.Image, root, boot)
+	require.NoError(t, err)
+	b, err := Fetch(context.Background(), push(t, host, img), Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, "k", string(b.Kernel), "the last layer's kernel wins")
+	assert.Equal(t, "i", string(b.Initrd))
+	assert.Equal(t, "a=1", b.Cmdline)
+	rootDigest, err := root.Digest()
+	require.NoError(t, err)
+	bootDigest, err := boot.Digest()
+	require.NoError(t, err)
+	mu.Lock()
+	assert.True(t, fetched[bootDigest.String()], "the boot layer was pulled")
+	assert.False(t, fetched[rootDigest.String()], "the container root was pulled, though the last layer holds every boot file")
+	mu.Unlock()
+
+	// A last layer with only a kernel: the initrd and command line come
+	// from the layer before.
+	partial := static.NewLayer(tarBytes(t, map[string]string{"boot/vmlinuz": "k2"}, 0), types.OCIUncompressedLayer)
+	img, err = mutate.AppendLayers(empty.Image, root, partial)
+	require.NoError(t, err)
+	b, err = Fetch(context.Background(), push(t, host, img), Options{Insecure: true})
+	require.NoError(t, err)
+	assert.Equal(t, "k2", string(b.Kernel))
+	assert.Equal(t, "old initrd", string(b.Initrd))
+	assert.Equal(t, "old=1", b.Cmdline)
+}
+
+// TestFetchTamperedPadding serves a boot layer whose bytes after the tar's
+// end differ from what its digest names: the pull fails, though every
+// file the agent uses is intact.
+func TestFetchTamperedPadding(t *testing.T) {
+	layerBytes := tarBytes(t, map[string]string{"boot/vmlinuz": "k", "boot/initrd": "i", "boot/cmdline": "\n"}, 4096)
+	layer := static.NewLayer(layerBytes, types.OCIUncompressedLayer)
+	d, err := layer.Digest()
+	require.NoError(t, err)
+	reg := registry.New()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+d.String()) {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		bad := slices.Clone(layerBytes)
+		bad[len(bad)-1] = 'x'
+		w.Header().Set("Content-Length", strconv.Itoa(len(bad)))
+		_, _ = w.Write(bad)
+	}))
+	t.Cleanup(s.Close)
+	host := strings.TrimPrefix(s.URL, "http://")
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	_, err = Fetch(context.Background(), push(t, host, img), Options{Insecure: true})
+	require.Error(t, err, "a blob that does not match its digest was accepted")
+	assert.Contains(t, err.Error(), "layer 0")
+	t.Logf("error: %v", err)
 }
