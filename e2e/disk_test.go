@@ -57,6 +57,10 @@ func parseDataLine(t *testing.T, line string) dataReport {
 // does. Each boot must grow DATA to the disk's end and keep the data; the
 // host then checks the partition table and the filesystem offline.
 func TestDiskGrows(t *testing.T) {
+	// One VM: the one-VM tests run two at a time (go test's -parallel
+	// is GOMAXPROCS, two here), after the cluster tests, which want
+	// both cores alone.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("boots a VM; not in -short")
 	}

@@ -36,7 +36,18 @@ const (
 // disk, and checks that it comes back on its old slot with the new one not
 // bootable; then it stages v2 again, reboots, and checks that the node
 // ends on the new slot, blessed.
+//
+// Then, on the same node, each image of oneNodeBadSlots in turn: a
+// kernel that cannot find its disks, a command line that panics, an init
+// that hangs (the watchdog resets the machine) and one that exits (the
+// kernel panics). Each is tried once and given up, and the node comes
+// back on v2 by itself. One node, because the rollback is the node's own,
+// and one VM boots three times as fast as one of three.
 func TestPowerCutDuringStaging(t *testing.T) {
+	// One VM: the one-VM tests run two at a time (go test's -parallel
+	// is GOMAXPROCS, two here), after the cluster tests, which want
+	// both cores alone.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("QEMU tier: runs in make test, not in go test -short")
 	}
@@ -45,6 +56,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	v1img, v2 := filepath.Join(dir, "v1.img"), filepath.Join(dir, "v2.tar")
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
+	buildOneNodeBadSlots(t, initBin, dir)
 
 	cdir := filepath.Join(dir, "c")
 	rc := startCluster(t, cluster.Config{
@@ -143,4 +155,13 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "a"), "the old slot stays the fallback: %+v", st.Slots)
 	t.Logf("after the retry: slot %s, version %s, slots %+v, %s after the retry began",
 		st.Slot, st.Version, st.Slots, time.Since(retry).Round(time.Second))
+
+	if t.Failed() {
+		return
+	}
+	for _, tt := range oneNodeBadSlots {
+		if !t.Run(tt.name, func(t *testing.T) { testBadSlot(t, c, dir, "e2e-v2", tt) }) {
+			return
+		}
+	}
 }
