@@ -2,7 +2,7 @@
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: all deps build image test test-short bench cluster clean
+.PHONY: all deps build image test test-short bench chaos cluster clean
 
 all: build
 
@@ -23,6 +23,9 @@ test-short: build
 
 bench: deps build
 	hack/bench.sh
+
+chaos: deps build
+	hack/chaos.sh
 
 cluster: deps build image
 	hack/cluster.sh

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestChaos is `make chaos`: randomised faults on one 3-node cluster, for
+// as long as ETCDBOX_CHAOS says (a Go duration; unset, the test is
+// skipped, so `make test` never runs it). ETCDBOX_CHAOS_SEED replays a
+// run; the seed is logged either way.
+//
+// Each round draws one fault, runs it under the porcupine writer, waits
+// until all three nodes are healthy voters, and checks what clients saw
+// (the writer's history is linearizable) and the promises of the member
+// lifecycle: one cluster ID from start to end, and every node's member ID
+// unchanged unless its disk was wiped, in which case it is new. A full
+// power-off is followed by starts in a random order, with random gaps,
+// some of them minutes long.
+func TestChaos(t *testing.T) {
+	spec := os.Getenv("ETCDBOX_CHAOS")
+	if spec == "" || testing.Short() {
+		t.Skip("make chaos: set ETCDBOX_CHAOS to a duration")
+	}
+	total, err := time.ParseDuration(spec)
+	require.NoError(t, err, "ETCDBOX_CHAOS=%q: want a duration such as 30m", spec)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("ETCDBOX_CHAOS_SEED"); s != "" {
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "ETCDBOX_CHAOS_SEED=%q: want an unsigned integer", s)
+	}
+	t.Logf("chaos for %s, seed %d (ETCDBOX_CHAOS_SEED=%d replays it)", total, seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+	r := upCluster(t, 3)
+	c := r.Cluster
+	ctx := t.Context()
+	names := []string{"n1", "n2", "n3"}
+	ids := memberIDs(ctx, t, c)
+	clusterID := clusterIDOf(ctx, t, c, "n1")
+
+	faults := []struct {
+		name string
+		// run injects the fault and undoes it; it returns the node whose
+		// disk it wiped, if any.
+		run func(ctx context.Context, t *testing.T) string
+	}{
+		{"kill a node, start it again", func(ctx context.Context, t *testing.T) string {
+			n := pick(rng, names)
+			require.NoError(t, c.Kill(ctx, n))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.Start(ctx, n))
+			return ""
+		}},
+		{"kill the leader, start it again", func(ctx context.Context, t *testing.T) string {
+			leader, _ := leaderOf(ctx, t, c, "")
+			require.NotEmpty(t, leader)
+			require.NoError(t, c.Kill(ctx, leader))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.Start(ctx, leader))
+			return ""
+		}},
+		{"reset a node", func(ctx context.Context, t *testing.T) string {
+			require.NoError(t, c.Reset(ctx, pick(rng, names)))
+			return ""
+		}},
+		{"pause a node, resume it", func(ctx context.Context, t *testing.T) string {
+			n := pick(rng, names)
+			require.NoError(t, c.Pause(ctx, n))
+			pause(ctx, rng, 15*time.Second)
+			require.NoError(t, c.Resume(ctx, n))
+			return ""
+		}},
+		{"partition a node, heal", func(ctx context.Context, t *testing.T) string {
+			require.NoError(t, c.Partition(ctx, pick(rng, names)))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.Heal(ctx))
+			return ""
+		}},
+		{"power off all, start them in a random order", func(ctx context.Context, t *testing.T) string {
+			for _, n := range names {
+				require.NoError(t, c.Poweroff(ctx, n, 90*time.Second))
+			}
+			order := slices.Clone(names)
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for i, n := range order {
+				if i > 0 {
+					// Now and then one node only minutes after the others.
+					gap := 3 * time.Minute
+					if rng.IntN(3) > 0 {
+						gap = 10 * time.Second
+					}
+					pause(ctx, rng, gap)
+				}
+				t.Logf("starting %s", n)
+				require.NoError(t, c.Start(ctx, n))
+			}
+			return ""
+		}},
+		{"replace a follower's disk", func(ctx context.Context, t *testing.T) string {
+			leader, _ := leaderOf(ctx, t, c, "")
+			n := pick(rng, slices.DeleteFunc(slices.Clone(names), func(s string) bool { return s == leader }))
+			require.NoError(t, c.Kill(ctx, n))
+			require.NoError(t, c.Wipe(ctx, n))
+			require.NoError(t, c.Start(ctx, n))
+			return n
+		}},
+	}
+
+	end := time.Now().Add(total)
+	for round := 1; time.Now().Before(end); round++ {
+		f := faults[rng.IntN(len(faults))]
+		ok := t.Run(fmt.Sprintf("%03d %s", round, f.name), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 2*faultDeadline)
+			defer cancel()
+			w := startWriter(t, c)
+			wiped := f.run(ctx, t)
+			require.NoError(t, c.WaitReady(ctx), "the cluster did not come back whole")
+			res := stopWriter(t, w)
+			t.Logf("writer: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+			checkOneCluster(ctx, t, c, names)
+			assert.Equal(t, clusterID, clusterIDOf(ctx, t, c, "n1"), "the cluster ID changed")
+			now := memberIDs(ctx, t, c)
+			for _, n := range names {
+				if n == wiped {
+					assert.NotEqual(t, ids[n], now[n], "%s's disk was wiped, and it runs with its old member ID", n)
+					assert.NotContains(t, slices.Collect(maps.Values(ids)), now[n], "%s reuses a member ID", n)
+				} else {
+					assert.Equal(t, ids[n], now[n], "%s came back as another member", n)
+				}
+			}
+			ids = now
+		})
+		if !ok {
+			t.Logf("stopped after round %d; replay with ETCDBOX_CHAOS_SEED=%d", round, seed)
+			return
+		}
+	}
+}
+
+// pick is a random element of names.
+func pick(rng *rand.Rand, names []string) string { return names[rng.IntN(len(names))] }
+
+// pause waits a random time up to limit, or until ctx ends: the fault's
+// length, not a wait for readiness.
+func pause(ctx context.Context, rng *rand.Rand, limit time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(rng.Int64N(int64(limit)))):
+	}
+}
