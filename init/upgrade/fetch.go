@@ -60,13 +60,45 @@ type Boot struct {
 	Cmdline string
 }
 
+// Bounds on what an image may make a node pull and inflate. A boot layer
+// is two compressed files of at most maxBootFile each; the root layer of
+// an image from before the boot layer existed is about 100 MB of tar.
+const (
+	// DefaultMaxLayer bounds a layer's size as its manifest gives it,
+	// checked before any layer is pulled.
+	DefaultMaxLayer = 1 << 30
+	// DefaultMaxUncompressed bounds the bytes a layer may inflate to (a
+	// gzip bomb stops there).
+	DefaultMaxUncompressed = 2 << 30
+)
+
+// ErrTooLarge means an image is over one of the bounds (wrapped).
+var ErrTooLarge = errors.New("over the limit")
+
 // Options configure Fetch.
 type Options struct {
-	// Insecure allows plain HTTP to the registry (a closed local network;
-	// the digest still pins the content).
+	// Insecure allows plain HTTP to the registry (a closed local network:
+	// every byte read is still checked against the pinned digest).
 	Insecure bool
 	// Remote are extra go-containerregistry options (transport, auth).
 	Remote []remote.Option
+	// MaxLayer and MaxUncompressed override DefaultMaxLayer and
+	// DefaultMaxUncompressed when positive.
+	MaxLayer, MaxUncompressed int64
+}
+
+func (o Options) maxLayer() int64 {
+	if o.MaxLayer > 0 {
+		return o.MaxLayer
+	}
+	return DefaultMaxLayer
+}
+
+func (o Options) maxUncompressed() int64 {
+	if o.MaxUncompressed > 0 {
+		return o.MaxUncompressed
+	}
+	return DefaultMaxUncompressed
 }
 
 // ParseRef checks that ref is a digest reference and returns it.
@@ -85,31 +117,73 @@ func ParseRef(ref string, insecure bool) (name.Digest, error) {
 	return d, nil
 }
 
-// Fetch pulls the image at ref and returns its boot files.
+// Fetch pulls the image at ref and returns its boot files. Nothing is
+// returned unless every byte used was checked against the pinned digest:
+// the manifest, the config (and its platform), and each layer read, to its
+// end; a size or digest mismatch, an index where an image manifest
+// belongs, or an image over the bounds of o is an error naming it.
 func Fetch(ctx context.Context, ref string, o Options) (*Boot, error) {
 	d, err := ParseRef(ref, o.Insecure)
 	if err != nil {
 		return nil, err
 	}
-	img, err := remote.Image(d, append([]remote.Option{remote.WithContext(ctx)}, o.Remote...)...)
+	opts := append([]remote.Option{remote.WithContext(ctx)}, o.Remote...)
+	// go-containerregistry checks the manifest it fetches by digest
+	// against that digest.
+	desc, err := remote.Get(d, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	got, err := img.Digest()
+	if desc.Digest.String() != d.DigestStr() {
+		return nil, fmt.Errorf("pull %s: registry served manifest %s", ref, desc.Digest)
+	}
+	if desc.MediaType.IsIndex() {
+		return nil, fmt.Errorf("pull %s: %s is an image index (a manifest list), not an image: pin the digest of the linux/amd64 image in it", ref, desc.MediaType)
+	}
+	if !desc.MediaType.IsImage() {
+		return nil, fmt.Errorf("pull %s: media type %q is not an image manifest", ref, desc.MediaType)
+	}
+	img, err := desc.Image()
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if got.String() != d.DigestStr() {
-		return nil, fmt.Errorf("pull %s: registry served manifest %s", ref, got)
+	if err := checkImage(img, o); err != nil {
+		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
-	return bootFiles(img, ref, got.String())
+	return bootFiles(img, ref, d.DigestStr(), o)
+}
+
+// checkImage checks the manifest's layer sizes against the bounds, and
+// reads the config, which go-containerregistry checks against the
+// manifest's config digest and size.
+func checkImage(img v1.Image, o Options) error {
+	m, err := img.Manifest()
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if len(m.Layers) == 0 {
+		return errors.New("no layers: not an etcdbox image")
+	}
+	for i, l := range m.Layers {
+		if l.Size < 0 || l.Size > o.maxLayer() {
+			return fmt.Errorf("layer %d is %d bytes by its manifest: %w of %d", i, l.Size, ErrTooLarge, o.maxLayer())
+		}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return fmt.Errorf("config %s: %w", m.Config.Digest, err)
+	}
+	if cf.OS != "linux" || cf.Architecture != "amd64" {
+		return fmt.Errorf("config: platform %s/%s, want linux/amd64", cf.OS, cf.Architecture)
+	}
+	return nil
 }
 
 // bootFiles reads /boot/vmlinuz, /boot/initrd and /boot/cmdline from the
 // image's layers, as an unpacked image would show them: a later layer's
 // file wins. Layers are read from the last one back, until all three are
 // found.
-func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
+func bootFiles(img v1.Image, ref, digest string, o Options) (*Boot, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: layers: %w", ref, err)
@@ -119,7 +193,7 @@ func bootFiles(img v1.Image, ref, digest string) (*Boot, error) {
 	for i := len(layers) - 1; i >= 0 && !found.all(); i-- {
 		var lb Boot
 		var lf bootFound
-		if err := readLayer(layers[i], &lb, &lf); err != nil {
+		if err := readLayer(layers[i], &lb, &lf, o.maxUncompressed()); err != nil {
 			return nil, fmt.Errorf("image %s: layer %d: %w", ref, i, err)
 		}
 		if lf.kernel && !found.kernel {
@@ -154,22 +228,31 @@ type bootFound struct{ kernel, initrd, cmdline bool }
 func (f bootFound) all() bool { return f.kernel && f.initrd && f.cmdline }
 
 // readLayer scans one layer, and reads it to its end so that its digest
-// is checked.
-func readLayer(l v1.Layer, b *Boot, f *bootFound) error {
+// is checked, inflating at most limit bytes.
+func readLayer(l v1.Layer, b *Boot, f *bootFound, limit int64) error {
 	rc, err := l.Uncompressed()
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if err := scanLayer(rc, b, f); err != nil {
-		return err
+	lr := &io.LimitedReader{R: rc, N: limit + 1}
+	if err := scanLayer(lr, b, f); err != nil {
+		return overLimit(lr, limit, err)
 	}
 	// The tar's end is not the blob's: padding may follow, and the
 	// digest is checked only at the blob's end.
-	if _, err := io.Copy(io.Discard, rc); err != nil {
+	if _, err := io.Copy(io.Discard, lr); err != nil {
 		return err
 	}
-	return nil
+	return overLimit(lr, limit, nil)
+}
+
+// overLimit turns a read that hit the limit into ErrTooLarge.
+func overLimit(lr *io.LimitedReader, limit int64, err error) error {
+	if lr.N <= 0 {
+		return fmt.Errorf("inflates to more than %d bytes: %w", limit, ErrTooLarge)
+	}
+	return err
 }
 
 func scanLayer(r io.Reader, b *Boot, f *bootFound) error {

@@ -4,6 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,7 +78,19 @@ func pushLayer(t *testing.T, host string, files map[string]string) string {
 	return push(t, host, img)
 }
 
+// push pushes img, as a linux/amd64 image, and returns its digest
+// reference.
 func push(t *testing.T, host string, img v1.Image) string {
+	return pushPlatform(t, host, img, "linux", "amd64")
+}
+
+func pushPlatform(t *testing.T, host string, img v1.Image, os, arch string) string {
+	cf, err := img.ConfigFile()
+	require.NoError(t, err)
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = os, arch
+	img, err = mutate.ConfigFile(img, cf)
+	require.NoError(t, err)
 	ref, err := name.ParseReference(host+"/x:latest", name.Insecure)
 	require.NoError(t, err)
 	require.NoError(t, remote.Write(ref, img))
@@ -239,4 +254,171 @@ func TestFetchTamperedPadding(t *testing.T) {
 	require.Error(t, err, "a blob that does not match its digest was accepted")
 	assert.Contains(t, err.Error(), "layer 0")
 	t.Logf("error: %v", err)
+}
+
+// tamperRegistry is go-containerregistry's registry behind a middleware
+// that serves the blob or manifest of a digest changed by a function.
+type tamperRegistry struct {
+	reg http.Handler
+	mu  sync.Mutex
+	fix map[string]func([]byte) []byte
+}
+
+func (tr *tamperRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tr.mu.Lock()
+	var f func([]byte) []byte
+	for d, fn := range tr.fix {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/"+d) {
+			f = fn
+		}
+	}
+	tr.mu.Unlock()
+	if f == nil {
+		tr.reg.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	tr.reg.ServeHTTP(rec, r)
+	body := f(rec.Body.Bytes())
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(body)
+}
+
+func (tr *tamperRegistry) tamper(d v1.Hash, f func([]byte) []byte) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.fix[d.String()] = f
+}
+
+// rawManifest is a manifest pushed as given.
+type rawManifest struct {
+	b  []byte
+	mt types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)       { return m.b, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
+
+// TestFetchRefusesTampering serves what a hostile registry or a man in the
+// middle of a plain-HTTP one would, under a pinned digest: each is refused
+// with an error that says what was wrong, and no boot files come back.
+func TestFetchRefusesTampering(t *testing.T) {
+	tr := &tamperRegistry{reg: registry.New(registry.Logger(log.New(io.Discard, "", 0))), fix: map[string]func([]byte) []byte{}}
+	s := httptest.NewServer(tr)
+	t.Cleanup(s.Close)
+	host := strings.TrimPrefix(s.URL, "http://")
+
+	// Each case gets its own image (a distinct kernel), so that its
+	// tampering touches no other case's blobs.
+	image := func(kernel string) (v1.Image, string) {
+		boot := static.NewLayer(tarBytes(t, map[string]string{"boot/vmlinuz": kernel, "boot/initrd": "initrd", "boot/cmdline": "\n"}, 0), types.OCIUncompressedLayer)
+		img, err := mutate.AppendLayers(empty.Image, boot)
+		require.NoError(t, err)
+		ref := push(t, host, img)
+		d, err := name.NewDigest(ref)
+		require.NoError(t, err)
+		pulled, err := remote.Image(d)
+		require.NoError(t, err)
+		return pulled, ref
+	}
+	layerDigest := func(img v1.Image) v1.Hash {
+		ls, err := img.Layers()
+		require.NoError(t, err)
+		d, err := ls[len(ls)-1].Digest()
+		require.NoError(t, err)
+		return d
+	}
+
+	tests := []struct {
+		name string
+		// setup returns the reference to pull.
+		setup func(t *testing.T) string
+		opts  Options
+		want  string
+	}{
+		{"a same-size layer", func(t *testing.T) string {
+			// The kernel's bytes, changed in place: the tar still parses.
+			img, ref := image("k-same-size")
+			tr.tamper(layerDigest(img), func(b []byte) []byte {
+				return bytes.Replace(b, []byte("k-same-size"), []byte("k-evil-size"), 1)
+			})
+			return ref
+		}, Options{}, "error verifying sha256 checksum"},
+		{"a truncated layer", func(t *testing.T) string {
+			img, ref := image("k-truncated")
+			tr.tamper(layerDigest(img), func(b []byte) []byte { return b[:len(b)/2] })
+			return ref
+		}, Options{}, "layer 0"},
+		{"an extra trailing byte", func(t *testing.T) string {
+			img, ref := image("k-trailing")
+			tr.tamper(layerDigest(img), func(b []byte) []byte { return append(slices.Clone(b), 0) })
+			return ref
+		}, Options{}, "layer 0"},
+		{"another config", func(t *testing.T) string {
+			img, ref := image("k-config")
+			m, err := img.Manifest()
+			require.NoError(t, err)
+			tr.tamper(m.Config.Digest, func(b []byte) []byte {
+				return []byte(strings.Replace(string(b), `"amd64"`, `"arm64"`, 1))
+			})
+			return ref
+		}, Options{}, "config sha256:"},
+		{"another platform, honestly", func(t *testing.T) string {
+			boot := static.NewLayer(tarBytes(t, map[string]string{"boot/vmlinuz": "k-arm", "boot/initrd": "i", "boot/cmdline": "\n"}, 0), types.OCIUncompressedLayer)
+			img, err := mutate.AppendLayers(empty.Image, boot)
+			require.NoError(t, err)
+			return pushPlatform(t, host, img, "linux", "arm64")
+		}, Options{}, "platform linux/arm64, want linux/amd64"},
+		{"a manifest list in place of a manifest", func(t *testing.T) string {
+			img, _ := image("k-index")
+			idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}})
+			ir, err := name.ParseReference(host+"/x:index", name.Insecure)
+			require.NoError(t, err)
+			require.NoError(t, remote.WriteIndex(ir, idx))
+			d, err := idx.Digest()
+			require.NoError(t, err)
+			return host + "/x@" + d.String()
+		}, Options{}, "is an image index"},
+		{"a huge layer", func(t *testing.T) string {
+			img, _ := image("k-huge")
+			m, err := img.Manifest()
+			require.NoError(t, err)
+			m = m.DeepCopy()
+			m.Layers[0].Size = 3 << 30
+			b, err := json.Marshal(m)
+			require.NoError(t, err)
+			r, err := name.ParseReference(host+"/x:huge", name.Insecure)
+			require.NoError(t, err)
+			require.NoError(t, remote.Put(r, rawManifest{b, types.OCIManifestSchema1}))
+			return host + "/x@" + digestOf(t, b)
+		}, Options{}, "layer 0 is 3221225472 bytes by its manifest: over the limit"},
+		{"a gzip bomb", func(t *testing.T) string {
+			var files = map[string]string{"boot/vmlinuz": "k-bomb", "boot/initrd": "i", "boot/cmdline": "\n", "zeros": strings.Repeat("\x00", 4<<20)}
+			l, err := tarball.LayerFromReader(bytes.NewReader(tarBytes(t, files, 0)))
+			require.NoError(t, err)
+			img, err := mutate.AppendLayers(empty.Image, l)
+			require.NoError(t, err)
+			return push(t, host, img)
+		}, Options{MaxUncompressed: 1 << 20}, "inflates to more than 1048576 bytes: over the limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := tt.setup(t)
+			b, err := Fetch(context.Background(), ref, Options{Insecure: true, MaxLayer: tt.opts.MaxLayer, MaxUncompressed: tt.opts.MaxUncompressed})
+			require.Error(t, err, "accepted")
+			assert.Nil(t, b)
+			assert.Contains(t, err.Error(), tt.want)
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+func digestOf(t *testing.T, b []byte) string {
+	h, _, err := v1.SHA256(bytes.NewReader(b))
+	require.NoError(t, err)
+	return h.String()
 }
