@@ -300,7 +300,7 @@ type rawManifest struct {
 	mt types.MediaType
 }
 
-func (m rawManifest) RawManifest() ([]byte, error)       { return m.b, nil }
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
 
 // TestFetchRefusesTampering serves what a hostile registry or a man in the
