@@ -157,8 +157,12 @@ func (e *FieldError) Error() string { return e.Path + ": " + e.Problem }
 // reported at once, as a *multierror.Error of *FieldError values that each
 // name their key path; YAML syntax errors and duplicate keys come back as a
 // plain error with a line number. Values that YAML reads as numbers or
-// booleans are not turned into strings: `name: 1` must be quoted.
+// booleans are not turned into strings: `name: 1` must be quoted. A seed
+// over MaxSeedSize is refused unread (ErrSeedTooLarge).
 func ParseSeed(data []byte) (*Seed, error) {
+	if err := checkSeedSize(len(data)); err != nil {
+		return nil, err
+	}
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("parse seed YAML: %w", err)

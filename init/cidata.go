@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/etcdbox/etcdbox/discovery"
 )
 
 // cidataLabel is the volume label of a NoCloud seed volume, as
@@ -82,7 +84,7 @@ func readCidata() ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("mount cidata volume %s: %w", dev, err)
 	}
 	defer unmount(dir)
-	b, err := os.ReadFile(filepath.Join(dir, "user-data"))
+	b, err := discovery.ReadSeedFile(filepath.Join(dir, "user-data"))
 	if err != nil {
 		return nil, false, fmt.Errorf("cidata volume %s: %w", dev, err)
 	}

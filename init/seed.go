@@ -33,7 +33,7 @@ func (n *node) readSeed(context.Context) error {
 			if n.seedFile == "" {
 				return nil, false, nil
 			}
-			b, err := os.ReadFile(n.seedFile)
+			b, err := discovery.ReadSeedFile(n.seedFile)
 			return b, err == nil, err
 		}})
 	} else {
@@ -47,7 +47,7 @@ func (n *node) readSeed(context.Context) error {
 			}},
 			seedSource{"NoCloud cidata volume (user-data)", readCidata},
 			seedSource{"image (" + bakedSeed + ")", func() ([]byte, bool, error) {
-				b, err := os.ReadFile(bakedSeed)
+				b, err := discovery.ReadSeedFile(bakedSeed)
 				if errors.Is(err, os.ErrNotExist) {
 					return nil, false, nil
 				}
@@ -57,7 +57,7 @@ func (n *node) readSeed(context.Context) error {
 	}
 	cache := filepath.Join(n.stateDir(), "seed.yaml")
 	sources = append(sources, seedSource{"cache (" + cache + ")", func() ([]byte, bool, error) {
-		b, err := os.ReadFile(cache)
+		b, err := discovery.ReadSeedFile(cache)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil
 		}

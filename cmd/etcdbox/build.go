@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,7 +40,7 @@ init default to the files next to the etcdbox binary. SOURCE_DATE_EPOCH
 sets every time stamp; equal inputs give byte-identical images.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.config()
+			cfg, err := f.config(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -82,8 +83,9 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	return cmd
 }
 
-// config turns the flags into an image.Config, filling in defaults.
-func (f buildFlags) config() (image.Config, error) {
+// config turns the flags into an image.Config, filling in defaults; it
+// writes warnings to warn.
+func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	size, err := parseSize(f.size)
 	if err != nil {
 		return image.Config{}, fmt.Errorf("--size %s: %w", f.size, err)
@@ -99,8 +101,18 @@ func (f buildFlags) config() (image.Config, error) {
 		if err != nil {
 			return image.Config{}, fmt.Errorf("--seed: %w", err)
 		}
-		if _, err := discovery.ParseSeed(data); err != nil {
+		seed, err := discovery.ParseSeed(data)
+		if err != nil {
 			return image.Config{}, fmt.Errorf("--seed %s: %w", f.seed, err)
+		}
+		// The CA key signs every certificate of the cluster. An OCI image
+		// is made to be pushed and pulled, so it never carries one; a
+		// disk image for one machine may, with a warning.
+		if seed.PKI.CAKey != "" {
+			if f.format == string(image.FormatOCI) || f.push != "" {
+				return image.Config{}, fmt.Errorf("--seed %s holds pki.caKey, the cluster's CA key: an OCI image goes to registries, so it must not carry it; give nodes the seed through a cidata volume or cloud metadata, or bake it into a raw disk image for one machine", f.seed)
+			}
+			fmt.Fprintf(warn, "warning: --seed %s holds pki.caKey: anyone who can read this disk image can issue certificates of the cluster; prefer a cidata volume or cloud metadata\n", f.seed)
 		}
 	}
 	cfg := image.Config{

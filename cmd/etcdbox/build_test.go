@@ -83,6 +83,12 @@ func TestBuildCommandErrors(t *testing.T) {
 			require.NoError(t, os.WriteFile(seed, []byte("cluster: demo\netcd:\n  clientPortt: 1\n"), 0o600))
 			return buildArgs(t, "-o", out, "--seed", seed)
 		}, want: []string{"--seed", "etcd.clientPortt"}},
+		{name: "a CA key in an OCI image", args: func(out string) []string {
+			return buildArgs(t, "-o", out+".tar", "--format", "oci", "--seed", caKeySeed(t))
+		}, want: []string{"pki.caKey", "OCI image goes to registries"}},
+		{name: "a CA key pushed", args: func(out string) []string {
+			return buildArgs(t, "--format", "oci", "--push", "127.0.0.1:1/a:b", "--seed", caKeySeed(t))
+		}, want: []string{"pki.caKey"}},
 		{name: "bad SOURCE_DATE_EPOCH", args: func(out string) []string { return buildArgs(t, "-o", out) }, env: "yesterday",
 			want: []string{"SOURCE_DATE_EPOCH", "yesterday"}},
 	} {
@@ -104,6 +110,21 @@ func TestBuildCommandErrors(t *testing.T) {
 	}
 }
 
+// caKeySeed writes a seed that carries a new CA's key, as `etcdbox seed
+// --pki` makes it, and returns its path.
+func caKeySeed(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"pki", "init", "--dir", filepath.Join(dir, "pki")}, &out, &errb), errb.String())
+	seed := filepath.Join(dir, "seed.yaml")
+	require.NoError(t, run(context.Background(), []string{"seed", "--cluster", "demo", "--pki", filepath.Join(dir, "pki"), "--srv", "etcd.example.internal", "--initial-size", "3", "-o", seed}, &out, &errb), errb.String())
+	b, err := os.ReadFile(seed)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "caKey", "the seed carries the CA key")
+	return seed
+}
+
 // TestBuildCommand builds a raw disk through the CLI with the default
 // kernel, modules and bootloader (the cache) and a custom size.
 func TestBuildCommand(t *testing.T) {
@@ -114,9 +135,12 @@ func TestBuildCommand(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
 	out := filepath.Join(t.TempDir(), "etcdbox.img")
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1"), &stdout, &stderr)
+	seed := caKeySeed(t)
+	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1", "--seed", seed), &stdout, &stderr)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
+	// A raw disk for one machine may carry the CA key, with a warning.
+	assert.Contains(t, stderr.String(), "warning: --seed "+seed+" holds pki.caKey")
 	fi, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, int64(600<<20), fi.Size())
