@@ -100,3 +100,20 @@ func decodeBase64(v string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// WithoutSeed returns the kernel command line s without its etcdbox.seed=
+// arguments (quoted or not), the rest separated by single spaces. A seed
+// can carry the CA key, so a command line is never logged or copied into
+// a new boot entry with it: a node that booted from a command-line seed
+// finds the seed in its cache afterwards.
+func WithoutSeed(s string) string {
+	fields := strings.Fields(s)
+	out := fields[:0]
+	for _, f := range fields {
+		if strings.HasPrefix(strings.TrimPrefix(f, `"`), CmdlineSeedKey+"=") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, " ")
+}

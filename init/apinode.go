@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/upgrade"
@@ -292,9 +293,11 @@ func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
 // last occurrence), then the new image's extras. Slot images built
 // before images carried extras, and the raw image's first slot, have no
 // record: their options are kept whole. The staged slot's etcdbox.slot is
-// set by slot.Stage, which also insists on a non-zero panic=.
+// set by slot.Stage, which also insists on a non-zero panic=. A seed on
+// the booted command line is left out (it can carry the CA key, and the
+// entry's options are logged): the new slot reads the cached seed.
 func slotOptions(booted, prev, extras string) string {
-	fields := strings.Fields(booted)
+	fields := strings.Fields(discovery.WithoutSeed(booted))
 	for _, p := range strings.Fields(prev) {
 		for i := len(fields) - 1; i >= 0; i-- {
 			if fields[i] == p {

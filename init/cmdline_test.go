@@ -17,6 +17,7 @@ func TestSlotOptions(t *testing.T) {
 		{"same extras again stay once", base + " quiet", "quiet", "quiet", base + " quiet"},
 		{"operator's copy of an extra kept", "quiet " + base + " quiet", "quiet", "", "quiet " + base},
 		{"record of an argument that is gone", base, "quiet", "", base},
+		{"a command-line seed is never copied", base + " etcdbox.seed=Y2x1c3RlcjogeA== quiet", "", "", base + " quiet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
