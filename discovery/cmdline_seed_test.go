@@ -8,8 +8,8 @@ import (
 
 func TestWithoutSeed(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                                          "",
-		"console=ttyS0 etcdbox.slot=a panic=10":     "console=ttyS0 etcdbox.slot=a panic=10",
+		"":                                      "",
+		"console=ttyS0 etcdbox.slot=a panic=10": "console=ttyS0 etcdbox.slot=a panic=10",
 		"console=ttyS0 etcdbox.seed=c2VjcmV0 quiet": "console=ttyS0 quiet",
 		`a "etcdbox.seed=c2VjcmV0" b`:               "a b",
 		"etcdbox.seed=x etcdbox.seed=y":             "",
