@@ -121,9 +121,14 @@ type API struct {
 
 // Upgrade configures the upgrade agent and the slot health gate.
 type Upgrade struct {
+	// Registries, when set, are the only registries (host or host:port,
+	// as in an image reference) a node pulls an upgrade from; a reference
+	// to any other is refused before any network traffic. Unset, any
+	// registry is pulled from.
+	Registries []string `json:"registries,omitempty"`
 	// InsecureRegistries may be reached over plain HTTP (host:port), e.g.
-	// a registry on a closed local network; the digest still pins what is
-	// staged.
+	// a registry on a closed local network; every byte staged is still
+	// checked against the pinned digest.
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
 	// Tries is how often systemd-boot tries a new slot before it falls
 	// back (default 3).
@@ -697,6 +702,11 @@ func describe(v any) string {
 }
 
 func (p *problems) upgrade(u *Upgrade) {
+	for i, r := range u.Registries {
+		if problem := registryProblem(r); problem != "" {
+			p.add(fmt.Sprintf("upgrade.registries[%d]", i), "%q: %s", r, problem)
+		}
+	}
 	for i, r := range u.InsecureRegistries {
 		host, port, err := net.SplitHostPort(r)
 		if err != nil || host == "" || port == "" {
@@ -715,4 +725,23 @@ func (p *problems) upgrade(u *Upgrade) {
 	if u.GateSeconds > 0 && u.SettleSeconds >= u.GateSeconds {
 		p.add("upgrade", "settleSeconds %d must be shorter than gateSeconds %d", u.SettleSeconds, u.GateSeconds)
 	}
+}
+
+// registryProblem says what is wrong with r as a registry name of an
+// image reference ("registry.example.com", "10.0.0.1:5000"), or "".
+func registryProblem(r string) string {
+	switch {
+	case r == "":
+		return "empty"
+	case strings.Contains(r, "://"):
+		return "want a registry host (and port), without a scheme"
+	case strings.ContainsAny(r, "/@ \t"):
+		return "want a registry host (and port), without a path, digest or spaces"
+	}
+	if strings.Contains(r, ":") {
+		if host, port, err := net.SplitHostPort(r); err != nil || host == "" || port == "" {
+			return "want host or host:port"
+		}
+	}
+	return ""
 }

@@ -131,9 +131,9 @@ network:
 		},
 		{
 			name: "upgrade settings",
-			yaml: "cluster: demo\nupgrade:\n  insecureRegistries: [10.88.0.1:5000]\n  tries: 2\n  settleSeconds: 5\n  gateSeconds: 60\n" + f.issuing(),
+			yaml: "cluster: demo\nupgrade:\n  registries: [10.88.0.1:5000, registry.example.com]\n  insecureRegistries: [10.88.0.1:5000]\n  tries: 2\n  settleSeconds: 5\n  gateSeconds: 60\n" + f.issuing(),
 			want: func(s *Seed) {
-				s.Upgrade = Upgrade{InsecureRegistries: []string{"10.88.0.1:5000"}, Tries: 2, SettleSeconds: 5, GateSeconds: 60}
+				s.Upgrade = Upgrade{Registries: []string{"10.88.0.1:5000", "registry.example.com"}, InsecureRegistries: []string{"10.88.0.1:5000"}, Tries: 2, SettleSeconds: 5, GateSeconds: 60}
 			},
 		},
 		{
@@ -210,8 +210,11 @@ func TestParseSeedBad(t *testing.T) {
 			want: map[string]string{"etcd.clientport": `unknown key (did you mean "clientPort"?)`},
 		},
 		{name: "bad node name", yaml: "cluster: demo\nname: N1\n" + issuing, want: map[string]string{"name": `"N1" is not a valid node name`}},
-		{name: "bad upgrade settings", yaml: "cluster: demo\nupgrade: {insecureRegistries: [nohost], tries: 12, settleSeconds: 90, gateSeconds: 60}\n" + issuing,
-			want: map[string]string{"upgrade.insecureRegistries[0]": `"nohost": want host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
+		{name: "bad upgrade settings", yaml: "cluster: demo\nupgrade: {registries: [\"https://r.example.com\", r.example.com/etcdbox, \"r:\"], insecureRegistries: [nohost], tries: 12, settleSeconds: 90, gateSeconds: 60}\n" + issuing,
+			want: map[string]string{"upgrade.insecureRegistries[0]": `"nohost": want host:port`,
+				"upgrade.registries[0]": `"https://r.example.com": want a registry host (and port), without a scheme`,
+				"upgrade.registries[1]": `"r.example.com/etcdbox": want a registry host (and port), without a path`,
+				"upgrade.registries[2]": `"r:": want host or host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
 		{name: "bad cluster name", yaml: "cluster: my_cluster\n" + issuing, want: map[string]string{"cluster": `"my_cluster" is not a valid cluster name`}},
 		{name: "long cluster name", yaml: "cluster: " + strings.Repeat("a", 64) + "\n" + issuing, want: map[string]string{"cluster": "not a valid cluster name"}},
 		{name: "number for string", yaml: "cluster: 123\n" + issuing, want: map[string]string{"cluster": "want a string, got number 123"}},

@@ -193,11 +193,23 @@ func (a *apiNode) setPhase(target, phase, errText string) {
 }
 
 // StageUpgrade pulls ref and writes it into the inactive slot in the
-// background. The same ref staging or staged is accepted again.
+// background. The same ref staging or staged is accepted again. A ref
+// that is not pinned by digest, or names a registry the seed's
+// upgrade.registries does not list, is refused at once.
 func (a *apiNode) StageUpgrade(_ context.Context, ref string) error {
 	n := a.n
 	if n.esp == "" {
 		return fmt.Errorf("%w: no ESP mounted (container mode has no slots)", api.ErrBusy)
+	}
+	// The allowlist is checked here, before any network traffic, and
+	// its refusal goes back to the caller, not to a background phase.
+	d, err := upgrade.ParseRef(ref, false)
+	if err != nil {
+		return fmt.Errorf("%w: %w", api.ErrBadRequest, err)
+	}
+	if err := upgrade.CheckRegistry(d, n.seed.Upgrade.Registries); err != nil {
+		n.log.Printf("upgrade: refused: %v", err)
+		return fmt.Errorf("%w: %w", api.ErrRefused, err)
 	}
 	a.mu.Lock()
 	p := a.progress

@@ -11,7 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
 )
 
@@ -56,4 +60,22 @@ func TestLastRollback(t *testing.T) {
 	assert.Equal(t, "slot b: gate failed: not a voting member after 120s", lastRollback(esp, bad, "a"))
 	assert.Empty(t, lastRollback(esp, bad, "b"), "the booted slot is not a rollback")
 	assert.Empty(t, lastRollback(esp, bad, ""), "no slots in container mode")
+}
+
+// TestStageUpgradeAllowlist: with upgrade.registries set, a reference to
+// another registry is refused at once, before any network traffic (the
+// registry named here does not exist), and nothing starts to stage.
+func TestStageUpgradeAllowlist(t *testing.T) {
+	n := &node{log: console.New(), esp: slot.Dir(t.TempDir()), seed: &discovery.Seed{}}
+	n.seed.Upgrade.Registries = []string{"10.88.0.1:5000"}
+	a := &apiNode{n: n}
+	err := a.StageUpgrade(t.Context(), "evil.invalid/etcdbox@sha256:"+strings.Repeat("a", 64))
+	require.ErrorIs(t, err, api.ErrRefused)
+	assert.ErrorIs(t, err, upgrade.ErrRegistryNotAllowed)
+	assert.Contains(t, err.Error(), "evil.invalid is not in the seed's upgrade.registries")
+	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase, "staging started")
+
+	err = a.StageUpgrade(t.Context(), "10.88.0.1:5000/etcdbox:latest")
+	require.ErrorIs(t, err, api.ErrBadRequest, "a tag, not a digest")
+	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase)
 }

@@ -55,8 +55,9 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
 		PKI:       discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
 		// Upgrades come from the network daemon's registry (registry.go),
-		// plain HTTP on the gateway.
+		// plain HTTP on the gateway, and from nowhere else.
 		Upgrade: discovery.Upgrade{
+			Registries:         []string{GuestRegistry()},
 			InsecureRegistries: []string{GuestRegistry()},
 			Tries:              up.Tries,
 			SettleSeconds:      int(up.Settle / time.Second),
