@@ -37,3 +37,26 @@ func TestSeedSizeCap(t *testing.T) {
 	_, err = ReadSeedFile(filepath.Join(dir, "missing"))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "a missing file is ErrNotExist: %v", err)
 }
+
+// TestSeedErrorsDoNotEcho: a seed error names the key and the problem, but
+// repeats no PEM text (a CA key under the wrong key) and at most the start
+// of a long value.
+func TestSeedErrorsDoNotEcho(t *testing.T) {
+	key := "-----BEGIN PRIVATE KEY-----\nMARKERsecretMARKER\n-----END PRIVATE KEY-----\n"
+	seed := "cluster: demo\nname: |\n  " + strings.ReplaceAll(key, "\n", "\n  ") + "\nupgrade:\n  insecureRegistries: [" + strings.Repeat("x", 5000) + "]\n"
+	_, err := ParseSeed([]byte(seed))
+	require.Error(t, err)
+	msg := err.Error()
+	assert.NotContains(t, msg, "MARKER", "the error echoes PEM text")
+	assert.Contains(t, msg, "name:")
+	assert.Contains(t, msg, "PEM text of")
+	assert.Contains(t, msg, "upgrade.insecureRegistries[0]")
+	assert.Contains(t, msg, "(5000 bytes)")
+	assert.Less(t, len(msg), 600, "the error repeats long values: %s", msg)
+}
+
+func TestVerbs(t *testing.T) {
+	assert.Equal(t, "qs", string(verbs("%q: %s")))
+	assert.Equal(t, "dq", string(verbs("100%% of %5d, %-8q")))
+	assert.Empty(t, verbs("no verbs, 100%%"))
+}

@@ -1,0 +1,257 @@
+package discovery
+
+import (
+	"crypto"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// problems collects every problem of a seed, each at its key path.
+type problems struct {
+	errs *multierror.Error
+}
+
+// add records a problem at path. The seed's own values are quoted (%q),
+// and those are shortened (see shortened): an error names the key path
+// and the kind of problem, and never echoes a secret or a megabyte of
+// input. Other string arguments are the messages' own words.
+func (p *problems) add(path, format string, args ...any) {
+	for i, verb := range verbs(format) {
+		if i >= len(args) {
+			break
+		}
+		if s, ok := args[i].(string); ok && verb == 'q' {
+			args[i] = shortened(s)
+		}
+	}
+	p.errs = multierror.Append(p.errs, &FieldError{Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+// verbs lists the verbs of format's arguments in order ("%q: %s" gives
+// q, s); %% takes none.
+func verbs(format string) []byte {
+	var out []byte
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		i++
+		for i < len(format) && strings.IndexByte("+-# 0123456789.", format[i]) >= 0 {
+			i++
+		}
+		if i < len(format) && format[i] != '%' {
+			out = append(out, format[i])
+		}
+	}
+	return out
+}
+
+// maxShown bounds how much of a bad value a seed error repeats.
+const maxShown = 48
+
+// shortened is s as an error may repeat it: PEM text (a key, perhaps, in
+// the wrong place) is never shown, only its size, and a long value is cut
+// to its first maxShown bytes with its size.
+func shortened(s string) string {
+	switch {
+	case strings.Contains(s, "-----BEGIN") || strings.Contains(s, "PRIVATE KEY"):
+		return fmt.Sprintf("<PEM text of %d bytes, not shown>", len(s))
+	case len(s) > maxShown:
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+	}
+	return s
+}
+
+// err returns the problems on one line each joined by "; ", which reads well
+// on a serial console after "etcdbox: seed error: ".
+func (p *problems) err() error {
+	if p.errs == nil {
+		return nil
+	}
+	p.errs.ErrorFormat = func(errs []error) string {
+		s := make([]string, len(errs))
+		for i, e := range errs {
+			s[i] = e.Error()
+		}
+		return strings.Join(s, "; ")
+	}
+	return p.errs
+}
+
+// paths returns the key paths of the problems found so far.
+func (p *problems) paths() []string {
+	if p.errs == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range p.errs.Errors {
+		if fe, ok := e.(*FieldError); ok {
+			out = append(out, fe.Path)
+		}
+	}
+	return out
+}
+
+// covered reports whether path is one of reported or lies below one.
+func covered(path string, reported []string) bool {
+	for _, r := range reported {
+		if rest, ok := strings.CutPrefix(path, r); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			return true
+		}
+	}
+	return false
+}
+
+// cert parses optional PEM text at path, reporting a problem if it is bad.
+func (p *problems) cert(path, text string) *x509.Certificate {
+	if text == "" {
+		return nil
+	}
+	c, err := pki.ParseCertPEM([]byte(text))
+	if err != nil {
+		p.add(path, "%v", err)
+		return nil
+	}
+	return c
+}
+
+// key parses an optional PEM private key at path, reporting a problem if it
+// is bad.
+func (p *problems) key(path, text string) crypto.Signer {
+	if text == "" {
+		return nil
+	}
+	k, err := pki.ParseKeyPEM([]byte(text))
+	if err != nil {
+		p.add(path, "%v", err)
+		return nil
+	}
+	return k
+}
+
+// checkShape compares the generic JSON tree v with the Go type t and reports
+// unknown keys and wrongly typed values at their key paths. encoding/json
+// would stop at the first of them, match keys case-insensitively, and name
+// neither list indexes nor every problem.
+func (p *problems) checkShape(path string, v any, t reflect.Type) {
+	if v == nil {
+		return // null: the zero value
+	}
+	at := path
+	if at == "" {
+		at = "seed"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		p.checkShape(path, v, t.Elem())
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			p.add(at, "want a mapping, got %s", describe(v))
+			return
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			kp := k
+			if path != "" {
+				kp = path + "." + k
+			}
+			f, ok := fields[k]
+			if !ok {
+				p.add(kp, "unknown key%s", suggest(k, fields))
+				continue
+			}
+			p.checkShape(kp, m[k], f.Type)
+		}
+	case reflect.Slice:
+		l, ok := v.([]any)
+		if !ok {
+			p.add(at, "want a list, got %s", describe(v))
+			return
+		}
+		for i, e := range l {
+			p.checkShape(fmt.Sprintf("%s[%d]", path, i), e, t.Elem())
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			p.add(at, "want a string, got %s", describe(v))
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			p.add(at, "want true or false, got %s", describe(v))
+		}
+	case reflect.Int:
+		n, ok := v.(json.Number)
+		if !ok {
+			p.add(at, "want an integer, got %s", describe(v))
+			return
+		}
+		if _, err := strconv.ParseInt(n.String(), 10, 0); err != nil {
+			p.add(at, "want an integer, got %s", describe(v))
+		}
+	default:
+		panic(fmt.Sprintf("discovery: seed field %s has unsupported type %s", at, t))
+	}
+}
+
+// jsonFields maps the json names of t's fields to the fields.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f
+	}
+	return m
+}
+
+// suggest names a known key that differs from k only in case.
+func suggest(k string, fields map[string]reflect.StructField) string {
+	for name := range fields {
+		if strings.EqualFold(name, k) {
+			return fmt.Sprintf(" (did you mean %q?)", name)
+		}
+	}
+	return ""
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return fmt.Sprintf("string %q", shortened(v))
+	case json.Number:
+		return "number " + v.String()
+	case bool:
+		return fmt.Sprintf("boolean %t", v)
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
