@@ -1,8 +1,6 @@
 package rollout
 
-import (
-	"context"
-)
+import "context"
 
 // Status is what `etcdbox upgrade --status` shows: the target and each
 // node's record.
