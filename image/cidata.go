@@ -28,6 +28,7 @@ func WriteCidata(path string, userData, metaData []byte, epoch int64) (err error
 	if err != nil {
 		return err
 	}
+	out.secret = true // the seed holds a private key
 	defer func() {
 		if err != nil {
 			f.Close()

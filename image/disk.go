@@ -106,6 +106,7 @@ func writeRaw(ctx context.Context, cfg Config, initrd []byte) (err error) {
 	if err != nil {
 		return err
 	}
+	out.secret = cfg.Seed != "" // a baked seed holds a private key
 	defer func() {
 		if err != nil {
 			f.Close()

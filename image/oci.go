@@ -194,9 +194,9 @@ func writeOCI(ctx context.Context, cfg Config, t *tree, initrd []byte) (string, 
 	switch {
 	case cfg.Output == "":
 	case strings.HasSuffix(cfg.Output, ".tar"):
-		err = writeOCITarball(cfg.Output, ref, img)
+		err = writeOCITarball(cfg.Output, ref, img, cfg.Seed != "")
 	default:
-		err = writeOCILayout(cfg.Output, ref, img)
+		err = writeOCILayout(cfg.Output, ref, img, cfg.Seed != "")
 	}
 	if err != nil {
 		return "", err
@@ -210,11 +210,12 @@ func writeOCI(ctx context.Context, cfg Config, t *tree, initrd []byte) (string, 
 	return digest.String(), nil
 }
 
-func writeOCITarball(out string, ref name.Reference, img v1.Image) (err error) {
+func writeOCITarball(out string, ref name.Reference, img v1.Image, secret bool) (err error) {
 	f, p, err := pendingFile(out)
 	if err != nil {
 		return err
 	}
+	p.secret = secret
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -230,11 +231,12 @@ func writeOCITarball(out string, ref name.Reference, img v1.Image) (err error) {
 	return p.commit()
 }
 
-func writeOCILayout(out string, ref name.Reference, img v1.Image) (err error) {
+func writeOCILayout(out string, ref name.Reference, img v1.Image, secret bool) (err error) {
 	p, err := pendingDir(out)
 	if err != nil {
 		return err
 	}
+	p.secret = secret
 	defer func() {
 		if err != nil {
 			p.abort()

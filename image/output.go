@@ -13,6 +13,9 @@ import (
 type pending struct {
 	tmp, final string
 	dir        bool
+	// secret outputs (a seed, an image with a baked seed: both hold a
+	// private key) are committed readable by their owner only.
+	secret bool
 }
 
 // checkOutput reports whether final can be created or replaced by a file
@@ -28,10 +31,15 @@ func checkOutput(final string, dir bool) error {
 	if err != nil {
 		return fmt.Errorf("output %s: %w", final, err)
 	}
-	fi, err := os.Stat(final)
+	fi, err := os.Lstat(final)
 	switch {
 	case err != nil:
 		return nil
+	case fi.Mode()&(os.ModeDevice|os.ModeNamedPipe|os.ModeSocket) != 0:
+		// The rename would replace the node itself: -o /dev/sdb would
+		// "succeed", write nothing to the disk and leave a regular file
+		// in /dev.
+		return fmt.Errorf("output %s: is a %s, not a regular file; refusing to replace it", final, fileKind(fi.Mode()))
 	case !dir && fi.IsDir():
 		return fmt.Errorf("output %s: is a directory", final)
 	case dir && !fi.IsDir():
@@ -43,6 +51,22 @@ func checkOutput(final string, dir bool) error {
 		}
 	}
 	return nil
+}
+
+// fileKind names the kind of a file that is neither regular nor a
+// directory.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
 }
 
 // pendingFile creates a temporary file next to final.
@@ -70,12 +94,15 @@ func pendingDir(final string) (*pending, error) {
 	return &pending{tmp: tmp, final: final, dir: true}, nil
 }
 
-// commit moves the finished output into place, readable by all:
-// CreateTemp and MkdirTemp made it private, and an image is no secret.
+// commit moves the finished output into place, readable by all unless
+// it is secret: CreateTemp and MkdirTemp made it private.
 func (p *pending) commit() error {
 	mode := os.FileMode(0o644)
 	if p.dir {
 		mode = 0o755
+	}
+	if p.secret {
+		mode &= 0o700
 	}
 	if err := os.Chmod(p.tmp, mode); err != nil {
 		return fmt.Errorf("output %s: %w", p.final, err)

@@ -3,6 +3,7 @@ package image
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,4 +76,34 @@ func assertEmptyDir(t *testing.T, dir string) {
 		names = append(names, e.Name())
 	}
 	assert.Empty(t, names, "leftovers in %s", dir)
+}
+
+// TestOutputRefusesSpecialFiles: -o naming a device node, a FIFO or a
+// socket is refused, and the node is left as it was (a rename would have
+// replaced it with a regular file).
+func TestOutputRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, path := range []string{"/dev/null", fifo} {
+		before, err := os.Lstat(path)
+		require.NoError(t, err)
+		_, _, err = pendingFile(path)
+		require.Error(t, err, path)
+		assert.Contains(t, err.Error(), "not a regular file")
+		assert.Contains(t, err.Error(), path)
+		after, err := os.Lstat(path)
+		require.NoError(t, err)
+		assert.Equal(t, before.Mode(), after.Mode(), "%s changed", path)
+	}
+	require.Error(t, WriteCidata(fifo, []byte("cluster: x\n"), []byte("instance-id: x\n"), 0))
+}
+
+// TestSecretOutputsArePrivate: a seed volume is committed with mode 0600.
+func TestSecretOutputsArePrivate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "seed.img")
+	require.NoError(t, WriteCidata(out, []byte("cluster: x\n"), []byte("instance-id: x\n"), 0))
+	fi, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }

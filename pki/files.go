@@ -112,6 +112,14 @@ type file struct {
 // renames them into place only once all were written, so that a full disk
 // leaves the old set untouched.
 func writeFilesAtomic(dir string, files []file) (err error) {
+	// The rename would replace a device node, a pipe or a socket with a
+	// regular file (-o /dev/null): only regular files are replaced.
+	for _, f := range files {
+		dst := filepath.Join(dir, f.name)
+		if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("write %s: not a regular file (%s); refusing to replace it", dst, fi.Mode().Type())
+		}
+	}
 	temps := make([]string, 0, len(files))
 	defer func() {
 		if err != nil {
