@@ -2,7 +2,7 @@
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: all deps build image test test-short bench chaos cluster clean
+.PHONY: all deps build image test test-short bench chaos fuzz cluster clean
 
 all: build
 
@@ -26,6 +26,9 @@ bench: deps build
 
 chaos: deps build
 	hack/chaos.sh
+
+fuzz:
+	FUZZTIME=$${FUZZTIME:-2m} hack/fuzz.sh
 
 cluster: deps build image
 	hack/cluster.sh

@@ -159,7 +159,8 @@ func ParseSeed(data []byte) (*Seed, error) {
 	}
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("parse seed YAML: %w", err)
+		// The YAML library's errors may quote the input.
+		return nil, fmt.Errorf("parse seed YAML: %s", shortenQuoted(err.Error()))
 	}
 	var tree any
 	d := json.NewDecoder(bytes.NewReader(j))

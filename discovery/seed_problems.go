@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,21 @@ func (p *problems) add(path, format string, args ...any) {
 		}
 	}
 	p.errs = multierror.Append(p.errs, &FieldError{Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+// quotedRE matches a double-quoted string with backslash escapes.
+var quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// shortenQuoted applies shortened to every quoted string in msg, a
+// library's error that may quote the seed, and cuts an unquoted PEM tail.
+func shortenQuoted(msg string) string {
+	msg = quotedRE.ReplaceAllStringFunc(msg, func(q string) string {
+		return strconv.Quote(shortened(q[1 : len(q)-1]))
+	})
+	if i := strings.Index(msg, "-----BEGIN"); i >= 0 {
+		msg = msg[:i] + "<PEM text, not shown>"
+	}
+	return msg
 }
 
 // verbs lists the verbs of format's arguments in order ("%q: %s" gives

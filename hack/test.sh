@@ -14,6 +14,11 @@ pkgs=$(go list ./... | grep -v '/e2e$')
 # -parallel 4: the container tiers (init) wait on etcd far more than they
 # compute, so four at a time fit two cores.
 go test -count=1 -timeout 20m -parallel 4 $pkgs
+# Every fuzz target for a few seconds: a regression replays its committed
+# crash input in the run above; this looks for new ones (make fuzz: longer).
+FUZZTIME=${FUZZTIME:-3s} hack/fuzz.sh
 if [ -d e2e ]; then
-	go test -count=1 -timeout 80m -v ./e2e
+	# -parallel 2: the one-VM tests run two at a time, after the cluster
+	# tests (which run alone); see e2e/node_test.go.
+	go test -count=1 -timeout 80m -parallel 2 -v ./e2e
 fi

@@ -32,6 +32,9 @@ func ParseCertPEM(data []byte) (*x509.Certificate, error) {
 	return cert, nil
 }
 
+// maxKeyDER bounds a private key's DER: an RSA 8192 key is about 4.8 KB.
+const maxKeyDER = 8 << 10
+
 // ParseKeyPEM parses the first PEM block of data as a private key: PKCS #8
 // ("PRIVATE KEY"), SEC 1 ("EC PRIVATE KEY") or PKCS #1 ("RSA PRIVATE KEY").
 // Encrypted keys are not supported: a node has nobody to ask for a password.
@@ -39,6 +42,11 @@ func ParseKeyPEM(data []byte) (crypto.Signer, error) {
 	block, err := firstBlock(data)
 	if err != nil {
 		return nil, err
+	}
+	// Checking an RSA key costs time that grows fast with its size, and a
+	// key comes from a seed, which anyone with a cidata volume writes.
+	if len(block.Bytes) > maxKeyDER {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d of any key etcdbox uses (RSA 8192 and below, ECDSA, Ed25519)", block.Type, len(block.Bytes), maxKeyDER)
 	}
 	var key any
 	switch block.Type {

@@ -52,3 +52,10 @@ func TestParseCertPEMSkipsText(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ca.Cert.NotAfter, exp)
 }
+
+func TestParseKeyPEMBound(t *testing.T) {
+	big := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: make([]byte, maxKeyDER+1)})
+	_, err := ParseKeyPEM(big)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "more than the 8192")
+}
