@@ -144,5 +144,5 @@ func TestBuildCommand(t *testing.T) {
 	fi, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, int64(600<<20), fi.Size())
-	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "an image with a baked seed (a private key) is its owner's only")
 }
