@@ -75,7 +75,24 @@ func testBadSlot(t *testing.T, c *cluster.Cluster, dir, version string, tt badSl
 
 	ctx, cancel := context.WithTimeout(t.Context(), badSlotDeadline)
 	defer cancel()
-	try, err := vm.WaitConsole(ctx, mark, "Command line: ")
+	assertTriedOnce(ctx, t, vm, mark, tt)
+
+	st := waitHealthy(ctx, t, api)
+	t.Logf("%s: reboot to a healthy voter on the old slot in %s", tt.name, time.Since(start).Round(time.Second))
+	assert.Equal(t, "b", st.Slot, "the node runs the old slot")
+	assert.True(t, st.Blessed, "the old slot is still blessed")
+	assert.Equal(t, version, st.Version)
+	assert.Equal(t, nodeapi.SlotBad, slotState(st, "a"), "the bad slot is given up: %+v", st.Slots)
+	assert.Regexp(t, regexp.MustCompile("^"+tt.reason), st.LastRollback, "the node API says why")
+}
+
+// assertTriedOnce checks vm's console after from: the reboot tried slot a
+// once, with tt's options, failed as tt says, and the firmware booted the
+// old slot b next, with its own command line; after a hang, the watchdog
+// reset the machine.
+func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64, tt badSlot) {
+	t.Helper()
+	try, err := vm.WaitConsole(ctx, from, "Command line: ")
 	require.NoError(t, err)
 	assert.Contains(t, try.Line, "etcdbox.slot=a", "the reboot tried the new slot")
 	assert.Contains(t, try.Line, tt.options, "the image's extras are on its slot's command line")
@@ -98,12 +115,4 @@ func testBadSlot(t *testing.T, c *cluster.Cluster, dir, version string, tt badSl
 			assert.NotContains(t, between, s, "between the hang and the next boot")
 		}
 	}
-
-	st := waitHealthy(ctx, t, api)
-	t.Logf("%s: reboot to a healthy voter on the old slot in %s", tt.name, time.Since(start).Round(time.Second))
-	assert.Equal(t, "b", st.Slot, "the node runs the old slot")
-	assert.True(t, st.Blessed, "the old slot is still blessed")
-	assert.Equal(t, version, st.Version)
-	assert.Equal(t, nodeapi.SlotBad, slotState(st, "a"), "the bad slot is given up: %+v", st.Slots)
-	assert.Regexp(t, regexp.MustCompile("^"+tt.reason), st.LastRollback, "the node API says why")
 }
