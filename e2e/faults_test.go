@@ -49,9 +49,9 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		}
 		require.NoError(t, c.Kill(ctx, leader))
 		assert.Equal(t, cluster.StateStopped, c.VMState(ctx, leader, nil))
-		// How long a peer takes to report the loss (etcd notices when its
-		// TCP stream to the dead VM times out, a minute or more here) is
-		// a figure of make bench (bench/cluster), not waited for here.
+		took, err := c.WaitPeerLost(ctx, peer, ids[leader])
+		require.NoError(t, err)
+		t.Logf("kill of the leader %s to %s's first report of the loss: %s", leader, peer, took.Round(10*time.Millisecond))
 		waitFor(ctx, t, "a new leader", func() (bool, string) {
 			l, tm := leaderOf(ctx, t, c, leader)
 			return l != "" && l != leader && tm > term, fmt.Sprintf("leader %q at term %d", l, tm)
