@@ -49,6 +49,13 @@ func TestChaos(t *testing.T) {
 	ids := memberIDs(ctx, t, c)
 	clusterID := clusterIDOf(ctx, t, c, "n1")
 
+	// killStart cuts n's power and boots it again on its disk after a
+	// random time.
+	killStart := func(ctx context.Context, t *testing.T, n string) {
+		require.NoError(t, c.Kill(ctx, n))
+		pause(ctx, rng, 20*time.Second)
+		require.NoError(t, c.Start(ctx, n))
+	}
 	faults := []struct {
 		name string
 		// run injects the fault and undoes it; it returns the node whose
@@ -56,18 +63,13 @@ func TestChaos(t *testing.T) {
 		run func(ctx context.Context, t *testing.T) string
 	}{
 		{"kill a node, start it again", func(ctx context.Context, t *testing.T) string {
-			n := pick(rng, names)
-			require.NoError(t, c.Kill(ctx, n))
-			pause(ctx, rng, 20*time.Second)
-			require.NoError(t, c.Start(ctx, n))
+			killStart(ctx, t, pick(rng, names))
 			return ""
 		}},
 		{"kill the leader, start it again", func(ctx context.Context, t *testing.T) string {
 			leader, _ := leaderOf(ctx, t, c, "")
 			require.NotEmpty(t, leader)
-			require.NoError(t, c.Kill(ctx, leader))
-			pause(ctx, rng, 20*time.Second)
-			require.NoError(t, c.Start(ctx, leader))
+			killStart(ctx, t, leader)
 			return ""
 		}},
 		{"reset a node", func(ctx context.Context, t *testing.T) string {
