@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,10 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
-	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"golang.org/x/sys/unix"
@@ -90,9 +86,12 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 			for _, name := range []string{"a", "b"} {
 				s := ss.Slots[name]
 				out := nodeapi.Slot{Name: name, State: slotState(s)}
-				if s.Entry != nil {
-					out.Generation = s.Entry.Generation
-					out.TriesLeft = s.Entry.Name.Left
+				if e := s.Entry; e != nil || s.Held != nil {
+					if e == nil {
+						e = s.Held
+					}
+					out.Generation = e.Generation
+					out.TriesLeft = e.Name.Left
 				}
 				st.Slots = append(st.Slots, out)
 				if name == st.Slot {
@@ -155,6 +154,9 @@ func slotState(s slot.Slot) string {
 	case slot.Bad:
 		return nodeapi.SlotBad
 	}
+	if s.Held != nil {
+		return nodeapi.SlotHeld
+	}
 	return nodeapi.SlotEmpty
 }
 
@@ -169,156 +171,6 @@ func (a *apiNode) Logs(lines int) []string {
 func (a *apiNode) Reboot() error {
 	a.n.requestShutdown("reboot requested through the node API", true)
 	return nil
-}
-
-func (a *apiNode) Upgrade() nodeapi.UpgradeProgress {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.progress
-	if p.Phase == "" {
-		p.Phase = nodeapi.PhaseIdle
-	}
-	return p
-}
-
-func (a *apiNode) setPhase(target, phase, errText string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.progress = nodeapi.UpgradeProgress{Target: target, Phase: phase, Error: errText, Updated: time.Now()}
-	if errText != "" {
-		a.n.log.Printf("upgrade %s: %s: %s", target, phase, errText)
-	} else {
-		a.n.log.Printf("upgrade %s: %s", target, phase)
-	}
-}
-
-// StageUpgrade pulls ref and writes it into the inactive slot in the
-// background. The same ref staging or staged is accepted again. A ref
-// that is not pinned by digest, or names a registry the seed's
-// upgrade.registries does not list, is refused at once.
-func (a *apiNode) StageUpgrade(_ context.Context, ref string) error {
-	n := a.n
-	if n.esp == "" {
-		return fmt.Errorf("%w: no ESP mounted (container mode has no slots)", api.ErrBusy)
-	}
-	// The allowlist is checked here, before any network traffic, and
-	// its refusal goes back to the caller, not to a background phase.
-	d, err := upgrade.ParseRef(ref, false)
-	if err != nil {
-		return fmt.Errorf("%w: %w", api.ErrBadRequest, err)
-	}
-	if err := upgrade.CheckRegistry(d, n.seed.Upgrade.Registries); err != nil {
-		n.log.Printf("upgrade: refused: %v", err)
-		return fmt.Errorf("%w: %w", api.ErrRefused, err)
-	}
-	a.mu.Lock()
-	p := a.progress
-	busy := p.Phase == nodeapi.PhasePulling || p.Phase == nodeapi.PhaseWriting
-	if busy && p.Target == ref {
-		a.mu.Unlock()
-		return nil
-	}
-	if busy {
-		a.mu.Unlock()
-		return fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
-	}
-	a.mu.Unlock()
-	a.setPhase(ref, nodeapi.PhasePulling, "")
-	go func() {
-		if err := a.stage(ref); err != nil {
-			a.setPhase(ref, nodeapi.PhaseFailed, err.Error())
-			return
-		}
-		a.setPhase(ref, nodeapi.PhaseStaged, "")
-	}()
-	return nil
-}
-
-// stage pulls ref and writes it into the slot that is not booted.
-func (a *apiNode) stage(ref string) error {
-	n := a.n
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	d, err := upgrade.ParseRef(ref, false)
-	if err != nil {
-		return err
-	}
-	insecure := false
-	for _, r := range n.seed.Upgrade.InsecureRegistries {
-		insecure = insecure || r == d.RegistryStr()
-	}
-	boot, err := upgrade.Fetch(ctx, ref, upgrade.Options{Insecure: insecure})
-	if err != nil {
-		return err
-	}
-	a.setPhase(ref, nodeapi.PhaseWriting, "")
-	st, err := slot.Read(n.esp)
-	if err != nil {
-		return err
-	}
-	booted := n.bootedSlot()
-	cur := st.Slots[booted]
-	if cur.Entry == nil {
-		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
-	}
-	target := slot.Other(booted)
-	// A new try of the slot starts without the old reason it failed, or
-	// the step its last boot reached.
-	for _, rec := range []string{failedRecord(target), reachedRecord(target)} {
-		if err := n.esp.Remove(rec); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", rec, err)
-		}
-	}
-	// The new slot boots with the booted slot's command line (Stage sets
-	// its etcdbox.slot) less the extras the booted slot's image brought,
-	// plus the new image's extras; those are recorded next to the slot
-	// for the upgrade after this one.
-	prev, err := n.esp.ReadFile(cmdlineRecord(booted))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", cmdlineRecord(booted), err)
-	}
-	options := slotOptions(cur.Entry.Options, string(prev), boot.Cmdline)
-	if err := n.esp.WriteFile(cmdlineRecord(target), strings.NewReader(boot.Cmdline+"\n")); err != nil {
-		return fmt.Errorf("write %s: %w", cmdlineRecord(target), err)
-	}
-	e, err := slot.Stage(n.esp, target, slot.Update{
-		Kernel:  bytes.NewReader(boot.Kernel),
-		Initrd:  bytes.NewReader(boot.Initrd),
-		Options: options,
-		Tries:   n.seed.Upgrade.Tries,
-	})
-	if err != nil {
-		return err
-	}
-	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d, options %q)", boot.Digest, target, e.File, e.Generation, e.Options)
-	return nil
-}
-
-// cmdlineRecord is the ESP file where stage keeps the kernel command-line
-// extras the image staged in slot brought (upgrade.Boot.Cmdline), so that
-// the next upgrade, booted from that slot, can leave them out.
-func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
-
-// slotOptions is the kernel command line of a slot being staged: the
-// booted entry's options without the extras the booted slot's own image
-// added (prev, from its cmdlineRecord; each argument removed once, the
-// last occurrence), then the new image's extras. Slot images built
-// before images carried extras, and the raw image's first slot, have no
-// record: their options are kept whole. The staged slot's etcdbox.slot is
-// set by slot.Stage, which also insists on a non-zero panic=. A seed on
-// the booted command line is left out (it can carry the CA key, and the
-// entry's options are logged): the new slot reads the cached seed.
-func slotOptions(booted, prev, extras string) string {
-	fields := strings.Fields(discovery.WithoutSeed(booted))
-	for _, p := range strings.Fields(prev) {
-		for i := len(fields) - 1; i >= 0; i-- {
-			if fields[i] == p {
-				fields = append(fields[:i], fields[i+1:]...)
-				break
-			}
-		}
-	}
-	return strings.Join(append(fields, strings.Fields(extras)...), " ")
 }
 
 // backupsDir is where snapshots are kept, on DATA next to etcd's data.

@@ -69,13 +69,13 @@ func TestStageUpgradeAllowlist(t *testing.T) {
 	n := &node{log: console.New(), esp: slot.Dir(t.TempDir()), seed: &discovery.Seed{}}
 	n.seed.Upgrade.Registries = []string{"10.88.0.1:5000"}
 	a := &apiNode{n: n}
-	err := a.StageUpgrade(t.Context(), "evil.invalid/etcdbox@sha256:"+strings.Repeat("a", 64))
+	err := a.StageUpgrade(t.Context(), "evil.invalid/etcdbox@sha256:"+strings.Repeat("a", 64), false)
 	require.ErrorIs(t, err, api.ErrRefused)
 	assert.ErrorIs(t, err, upgrade.ErrRegistryNotAllowed)
 	assert.Contains(t, err.Error(), "evil.invalid is not in the seed's upgrade.registries")
 	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase, "staging started")
 
-	err = a.StageUpgrade(t.Context(), "10.88.0.1:5000/etcdbox:latest")
+	err = a.StageUpgrade(t.Context(), "10.88.0.1:5000/etcdbox:latest", true)
 	require.ErrorIs(t, err, api.ErrBadRequest, "a tag, not a digest")
 	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase)
 }

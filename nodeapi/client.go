@@ -172,6 +172,21 @@ func (c *Client) StageUpgrade(ctx context.Context, image string) error {
 	return c.do(ctx, http.MethodPost, PathUpgrade, UpgradeRequest{Image: image}, http.StatusAccepted, nil)
 }
 
+// HoldUpgrade asks the node to stage image into its inactive slot held:
+// complete, but no boot tries it until ArmUpgrade. It returns once the
+// node accepted; follow the staging with Upgrade (PhaseHeld).
+func (c *Client) HoldUpgrade(ctx context.Context, image string) error {
+	return c.do(ctx, http.MethodPost, PathUpgrade, UpgradeRequest{Image: image, Hold: true}, http.StatusAccepted, nil)
+}
+
+// ArmUpgrade asks the node to arm the held slot that holds image, so that
+// its next boot tries it. It returns once the entry is armed on the ESP.
+func (c *Client) ArmUpgrade(ctx context.Context, image string) (UpgradeProgress, error) {
+	var p UpgradeProgress
+	err := c.do(ctx, http.MethodPost, PathUpgradeArm, ArmRequest{Image: image}, http.StatusOK, &p)
+	return p, err
+}
+
 // Snapshot asks the node to take an etcd snapshot of its member and keep
 // it on DATA. It returns once the snapshot is on the disk.
 func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {

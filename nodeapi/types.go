@@ -11,11 +11,14 @@ const DefaultPort = 9379
 
 // Paths of the endpoints.
 const (
-	PathStatus   = "/v1/status"
-	PathLogs     = "/v1/logs"
-	PathReboot   = "/v1/reboot"
-	PathUpgrade  = "/v1/upgrade"
-	PathSnapshot = "/v1/snapshot"
+	PathStatus  = "/v1/status"
+	PathLogs    = "/v1/logs"
+	PathReboot  = "/v1/reboot"
+	PathUpgrade = "/v1/upgrade"
+	// PathUpgradeArm is POST only (admin): the node arms the slot it
+	// holds staged (ArmRequest), so that its next boot tries it.
+	PathUpgradeArm = "/v1/upgrade/arm"
+	PathSnapshot   = "/v1/snapshot"
 	// PathDecommission is POST only: the node removes its member and
 	// powers off for good (DecommissionRequest, Decommissioned).
 	PathDecommission = "/v1/decommission"
@@ -101,9 +104,11 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 }
 
 // Slot states. A staged slot is SlotTrying until the gate blesses it or
-// marks it bad.
+// marks it bad. A slot staged ahead of its turn is SlotHeld: complete,
+// but no boot tries it until it is armed (POST /v1/upgrade/arm).
 const (
 	SlotEmpty   = "empty"
+	SlotHeld    = "held"
 	SlotTrying  = "trying"
 	SlotBlessed = "blessed"
 	SlotBad     = "bad"
@@ -116,9 +121,11 @@ type Slot struct {
 	// Generation is the entry's version field; the highest bootable one
 	// boots first.
 	Generation int `json:"generation"`
-	// State is one of SlotEmpty, SlotTrying, SlotBlessed, SlotBad.
+	// State is one of SlotEmpty, SlotHeld, SlotTrying, SlotBlessed,
+	// SlotBad.
 	State string `json:"state"`
-	// TriesLeft is the entry's boot counter while State is SlotTrying.
+	// TriesLeft is the entry's boot counter while State is SlotTrying
+	// or SlotHeld.
 	TriesLeft int `json:"triesLeft,omitempty"`
 }
 
@@ -150,6 +157,9 @@ const (
 	PhaseIdle    = "idle"
 	PhasePulling = "pulling"
 	PhaseWriting = "writing"
+	// PhaseHeld means the inactive slot holds the target, complete and
+	// verified, but held: no boot tries it until it is armed.
+	PhaseHeld = "held"
 	// PhaseStaged means the inactive slot holds the target and its entry
 	// (with a try counter) sorts first: the next boot tries it.
 	PhaseStaged = "staged"
@@ -171,6 +181,18 @@ type UpgradeProgress struct {
 // UpgradeRequest is the body of POST /v1/upgrade.
 type UpgradeRequest struct {
 	// Image is an OCI image reference pinned by digest; see CheckImageRef.
+	Image string `json:"image"`
+	// Hold stages the image held (PhaseHeld): the slot does not boot
+	// until POST /v1/upgrade/arm. Without it the staged slot is armed at
+	// once. Staging the digest the inactive slot already holds (held or
+	// armed, never booted) rewrites nothing; it only holds or arms it.
+	Hold bool `json:"hold,omitempty"`
+}
+
+// ArmRequest is the body of POST /v1/upgrade/arm: Image must be the image
+// the inactive slot holds, so that a node never arms what the caller did
+// not mean.
+type ArmRequest struct {
 	Image string `json:"image"`
 }
 

@@ -53,6 +53,7 @@ var routes = map[string][]endpoint{
 		{method: http.MethodGet, serve: (*Server).upgradeProgress},
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
 	},
+	nodeapi.PathUpgradeArm: {{method: http.MethodPost, admin: true, serve: (*Server).armUpgrade}},
 }
 
 // ServeHTTP routes, authorizes and checks a request, and answers errors in
@@ -181,10 +182,25 @@ func (s *Server) stageUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if err := nodeapi.CheckImageRef(req.Image); err != nil {
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
-	if err := s.cfg.Node.StageUpgrade(r.Context(), req.Image); err != nil {
+	if err := s.cfg.Node.StageUpgrade(r.Context(), req.Image, req.Hold); err != nil {
 		return nodeError("stage upgrade", err)
 	}
 	writeJSON(w, http.StatusAccepted, s.progress())
+	return nil
+}
+
+func (s *Server) armUpgrade(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.ArmRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if err := nodeapi.CheckImageRef(req.Image); err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	if err := s.cfg.Node.ArmUpgrade(r.Context(), req.Image); err != nil {
+		return nodeError("arm upgrade", err)
+	}
+	writeJSON(w, http.StatusOK, s.progress())
 	return nil
 }
 
@@ -262,9 +278,6 @@ func nodeError(op string, err error) error {
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrRefused):
 		return errorf(http.StatusConflict, "%s: %v", op, err)
 	case errors.Is(err, ErrBadRequest):
-		return errorf(http.StatusBadRequest, "%s: %v", op, err)
-	}
-	if errors.Is(err, ErrBadRequest) {
 		return errorf(http.StatusBadRequest, "%s: %v", op, err)
 	}
 	return errorf(http.StatusInternalServerError, "%s: %v", op, err)

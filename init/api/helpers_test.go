@@ -30,6 +30,9 @@ type fakeNode struct {
 	stageErr  error
 	reboots   int
 	staged    []string
+	held      []string
+	armed     []string
+	armErr    error
 	progress  nodeapi.UpgradeProgress
 	snapshot  nodeapi.Snapshot
 	snapErr   error
@@ -108,15 +111,31 @@ func (f *fakeNode) Reboot() error {
 	return nil
 }
 
-func (f *fakeNode) StageUpgrade(_ context.Context, ref string) error {
+func (f *fakeNode) StageUpgrade(_ context.Context, ref string, hold bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.stageErr != nil {
 		return f.stageErr
 	}
-	f.staged = append(f.staged, ref)
+	if hold {
+		f.held = append(f.held, ref)
+	} else {
+		f.staged = append(f.staged, ref)
+	}
 	f.progress = nodeapi.UpgradeProgress{Target: ref, Phase: nodeapi.PhasePulling}
+	return nil
+}
+
+func (f *fakeNode) ArmUpgrade(_ context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.armErr != nil {
+		return f.armErr
+	}
+	f.armed = append(f.armed, ref)
+	f.progress = nodeapi.UpgradeProgress{Target: ref, Phase: nodeapi.PhaseStaged}
 	return nil
 }
 

@@ -86,7 +86,14 @@ type Node interface {
 	// goes on in the background and shows in Upgrade. ctx is the request's
 	// and ends with it, so the staging must not run under it. Staging the
 	// ref that is already staged or staging should succeed (idempotent).
-	StageUpgrade(ctx context.Context, ref string) error
+	// hold stages the slot held (nodeapi.PhaseHeld): it does not boot
+	// until ArmUpgrade.
+	StageUpgrade(ctx context.Context, ref string, hold bool) error
+	// ArmUpgrade arms the held slot, which must hold ref, so that the
+	// next boot tries it, and returns once that is on the disk. Arming
+	// an armed slot that was never booted succeeds (idempotent). A slot
+	// that holds another image, or none, is ErrRefused.
+	ArmUpgrade(ctx context.Context, ref string) error
 	// Upgrade reports the upgrade agent's progress.
 	Upgrade() nodeapi.UpgradeProgress
 	// Snapshot takes an etcd snapshot of the local member, keeps it on

@@ -81,6 +81,8 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"reboot":       func() error { return c.Reboot(ctx) },
 		"upgrade":      func() error { return c.StageUpgrade(ctx, goodRef) },
+		"hold":         func() error { return c.HoldUpgrade(ctx, goodRef) },
+		"arm":          func() error { _, err := c.ArmUpgrade(ctx, goodRef); return err },
 		"snapshot":     func() error { _, err := c.Snapshot(ctx); return err },
 		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
 		"without":      func() error { _, err := c.FormWithout(ctx, []string{"n3"}); return err },
@@ -93,6 +95,8 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	}
 	assert.Zero(t, node.reboots)
 	assert.Empty(t, node.staged)
+	assert.Empty(t, node.held)
+	assert.Empty(t, node.armed)
 	assert.Zero(t, node.snapshots)
 	assert.Empty(t, node.decommissioned)
 	assert.Empty(t, node.formation.Without)
@@ -170,6 +174,17 @@ func TestClientAgainstServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, prog, got.Upgrade, "the status carries the upgrade progress")
 
+	require.NoError(t, c.HoldUpgrade(ctx, goodRef))
+	assert.Equal(t, []string{goodRef}, node.held, "hold reaches the node as a held stage")
+	assert.Equal(t, []string{goodRef}, node.staged)
+	prog, err = c.ArmUpgrade(ctx, goodRef)
+	require.NoError(t, err)
+	assert.Equal(t, []string{goodRef}, node.armed)
+	assert.Equal(t, nodeapi.UpgradeProgress{Target: goodRef, Phase: nodeapi.PhaseStaged}, prog, "arm answers the progress after arming")
+	_, err = c.ArmUpgrade(ctx, "registry.example/etcdbox:v2")
+	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode, "arm checks the reference")
+	assert.Len(t, node.armed, 1)
+
 	require.NoError(t, c.Reboot(ctx))
 	assert.Equal(t, 1, node.reboots)
 
@@ -198,6 +213,7 @@ func TestNodeErrors(t *testing.T) {
 		statusErr:       fmt.Errorf("read release: file does not exist"),
 		rebootErr:       fmt.Errorf("shutdown under way: %w", api.ErrBusy),
 		stageErr:        fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
+		armErr:          fmt.Errorf("slot b holds %s: %w", "other", api.ErrRefused),
 		snapErr:         fmt.Errorf("etcd not running"),
 		decommissionErr: fmt.Errorf("remove n1: %w: removing n1 would leave 1 healthy of 2 voters", api.ErrRefused),
 	}
@@ -214,6 +230,7 @@ func TestNodeErrors(t *testing.T) {
 		{"status", func() error { _, err := c.Status(ctx); return err }, http.StatusInternalServerError, "status: read release: file does not exist"},
 		{"reboot", func() error { return c.Reboot(ctx) }, http.StatusConflict, "reboot: shutdown under way: busy"},
 		{"stage", func() error { return c.StageUpgrade(ctx, goodRef) }, http.StatusConflict, "stage upgrade: staging " + goodRef + ": busy"},
+		{"arm", func() error { _, err := c.ArmUpgrade(ctx, goodRef); return err }, http.StatusConflict, "arm upgrade: slot b holds other: refused"},
 		{"snapshot", func() error { _, err := c.Snapshot(ctx); return err }, http.StatusInternalServerError, "snapshot: etcd not running"},
 		{"decommission", func() error { _, err := c.Decommission(ctx, "n1", ""); return err }, http.StatusConflict,
 			"decommission: remove n1: refused: removing n1 would leave 1 healthy of 2 voters"},

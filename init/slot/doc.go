@@ -34,6 +34,12 @@
 //		}
 //	}
 //
+// A roll stages ahead of each node's turn with Update.Hold: the entry is
+// written as etcdbox-<slot>+N.held, which systemd-boot does not read, and
+// Arm renames it to .conf at the node's turn (Hold is the way back for an
+// entry that never booted). So an unplanned reboot, or a roll aborted
+// before the node's turn, still boots the running slot.
+//
 // Stage is idempotent and resumable, and a power cut at any point of it
 // leaves the other slot bootable: it never touches the other slot, makes
 // the target unbootable first, writes every file to a temporary name and

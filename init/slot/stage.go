@@ -33,11 +33,14 @@ type Update struct {
 	Options string
 	// Tries is the try counter of the new entry; 0 means DefaultTries.
 	Tries int
+	// Hold writes the entry held (etcdbox-<slot>+N.held): the slot is
+	// complete but does not boot until Arm.
+	Hold bool
 }
 
 // Stage writes u into slot and gives it an entry with a try counter and
-// the next generation, so that systemd-boot boots it next, and returns
-// that entry. The other slot must be blessed and complete (ErrNoFallback)
+// the next generation, so that systemd-boot boots it next (unless
+// u.Hold), and returns that entry. The other slot must be blessed and complete (ErrNoFallback)
 // and is never touched.
 //
 // Stage is idempotent and resumable, and a power cut at any point leaves
@@ -49,7 +52,8 @@ type Update struct {
 //  2. remove the slot's old files, so that the ESP holds at most the
 //     other slot and the new one (the builder sizes the ESP for two);
 //  3. write vmlinuz, then initrd, each to a temporary name and rename it;
-//  4. write the entry, etcdbox-<slot>+<tries>.conf, the same way.
+//  4. write the entry, etcdbox-<slot>+<tries>.conf, the same way (or
+//     etcdbox-<slot>+<tries>.held with Update.Hold; see Arm).
 //
 // Running Stage again after a failure at any step redoes it from step 1
 // and writes the same entry.
@@ -84,19 +88,10 @@ func stage(fsys FS, slot string, u Update) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	fb := st.Slots[other]
-	if fb.Status() != Blessed || !fb.Complete() {
-		why := fmt.Sprintf("slot %s is %s", other, fb.Status())
-		switch {
-		case fb.Entry != nil && fb.Entry.Err != nil:
-			why = fmt.Sprintf("entry %s: %v", fb.Entry.Path(), fb.Entry.Err)
-		case fb.Status() == Blessed && !fb.Kernel:
-			why = fmt.Sprintf("%s is missing", kernelPath(other))
-		case fb.Status() == Blessed && !fb.Initrd:
-			why = fmt.Sprintf("%s is missing", initrdPath(other))
-		}
-		return Entry{}, fmt.Errorf("%w: %s", ErrNoFallback, why)
+	if err := checkFallback(st, other); err != nil {
+		return Entry{}, err
 	}
+	fb := st.Slots[other]
 	// One more than the fallback, the highest generation once this
 	// slot's entries are gone: the same on every run, however far an
 	// earlier one got.
@@ -152,6 +147,9 @@ func stage(fsys FS, slot string, u Update) (Entry, error) {
 		Options:    options,
 	}
 	e.File = e.Name.String()
+	if u.Hold {
+		e.File = heldFile(e.Name)
+	}
 	text := entryText(slot, generation, options)
 	if err := writeAtomic(fsys, e.Path(), strings.NewReader(text)); err != nil {
 		return Entry{}, err

@@ -40,6 +40,9 @@ type Slot struct {
 	// Extra holds further entries of the slot, left by a rename cut short
 	// by a power loss. Stage, Bless and MarkBad remove them.
 	Extra []Entry
+	// Held is the slot's held entry (see Arm), nil when it has none: the
+	// slot is staged but systemd-boot does not boot it.
+	Held *Entry
 	// Kernel and Initrd say whether etcdbox/<slot>/vmlinuz and
 	// etcdbox/<slot>/initrd exist and are not empty. They are only ever
 	// complete: Stage writes them under temporary names and renames.
@@ -85,14 +88,19 @@ func Read(fsys FS) (State, error) {
 		return st, fmt.Errorf("read slots: %w", err)
 	}
 	bySlot := map[string][]Entry{}
+	heldBySlot := map[string]*Entry{}
 	for _, de := range des {
 		if de.IsDir() {
 			continue
 		}
 		n, reason := parseName(de.Name())
-		if reason != "" {
+		hn, held := parseHeldName(de.Name())
+		if reason != "" && !held {
 			st.Ignored = append(st.Ignored, Ignored{File: de.Name(), Reason: reason})
 			continue
+		}
+		if held {
+			n = hn
 		}
 		e := Entry{File: de.Name(), Name: n}
 		data, err := fsys.ReadFile(e.Path())
@@ -100,10 +108,17 @@ func Read(fsys FS) (State, error) {
 			return st, fmt.Errorf("read slots: %w", err)
 		}
 		e.Generation, e.Options, e.Err = parseEntry(n.Slot, data)
+		if held {
+			// More than one only after a crash between writes; the
+			// last name in order is as good as any: Arm and Stage
+			// remove the rest.
+			heldBySlot[n.Slot] = &e
+			continue
+		}
 		bySlot[n.Slot] = append(bySlot[n.Slot], e)
 	}
 	for _, name := range names {
-		s := Slot{Name: name}
+		s := Slot{Name: name, Held: heldBySlot[name]}
 		if es := bySlot[name]; len(es) > 0 {
 			sort.Slice(es, func(i, j int) bool { return less(es[i].Name, es[j].Name, es[i].File, es[j].File) })
 			s.Entry, s.Extra = &es[0], es[1:]

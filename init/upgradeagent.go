@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/upgrade"
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+// The upgrade agent: it pulls an image and writes it into the slot that
+// is not booted (DESIGN §7), armed at once or held until the roll reaches
+// the node (nodeapi.UpgradeRequest.Hold, slot.Arm).
+
+func (a *apiNode) Upgrade() nodeapi.UpgradeProgress {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.progress
+	if p.Phase == "" {
+		p.Phase = nodeapi.PhaseIdle
+	}
+	return p
+}
+
+func (a *apiNode) setPhase(target, phase, errText string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.progress = nodeapi.UpgradeProgress{Target: target, Phase: phase, Error: errText, Updated: time.Now()}
+	if errText != "" {
+		a.n.log.Printf("upgrade %s: %s: %s", target, phase, errText)
+	} else {
+		a.n.log.Printf("upgrade %s: %s", target, phase)
+	}
+}
+
+// busy returns ErrBusy (wrapped) while a staging is under way, unless it
+// is of ref and same says that is fine.
+func (a *apiNode) busy(ref string, same bool) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.progress
+	if p.Phase != nodeapi.PhasePulling && p.Phase != nodeapi.PhaseWriting {
+		return false, nil
+	}
+	if same && p.Target == ref {
+		return true, nil
+	}
+	return true, fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+}
+
+// checkRef parses ref and checks it against the seed's registries.
+func (a *apiNode) checkRef(ref string) (string, error) {
+	n := a.n
+	if n.esp == "" {
+		return "", fmt.Errorf("%w: no ESP mounted (container mode has no slots)", api.ErrBusy)
+	}
+	// The allowlist is checked here, before any network traffic, and
+	// its refusal goes back to the caller, not to a background phase.
+	d, err := upgrade.ParseRef(ref, false)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", api.ErrBadRequest, err)
+	}
+	if err := upgrade.CheckRegistry(d, n.seed.Upgrade.Registries); err != nil {
+		n.log.Printf("upgrade: refused: %v", err)
+		return "", fmt.Errorf("%w: %w", api.ErrRefused, err)
+	}
+	return d.DigestStr(), nil
+}
+
+// StageUpgrade pulls ref and writes it into the inactive slot in the
+// background, held when hold is set. The same ref staging is accepted
+// again; the digest the slot already holds, never booted, is not pulled
+// again (see reuse). A ref that is not pinned by digest, or names a
+// registry the seed's upgrade.registries does not list, is refused at
+// once.
+func (a *apiNode) StageUpgrade(_ context.Context, ref string, hold bool) error {
+	if _, err := a.checkRef(ref); err != nil {
+		return err
+	}
+	if running, err := a.busy(ref, true); running || err != nil {
+		return err
+	}
+	a.setPhase(ref, nodeapi.PhasePulling, "")
+	go func() {
+		if err := a.stage(ref, hold); err != nil {
+			a.setPhase(ref, nodeapi.PhaseFailed, err.Error())
+			return
+		}
+		if hold {
+			a.setPhase(ref, nodeapi.PhaseHeld, "")
+		} else {
+			a.setPhase(ref, nodeapi.PhaseStaged, "")
+		}
+	}()
+	return nil
+}
+
+// ArmUpgrade arms the held slot for its next boot, when it holds ref.
+func (a *apiNode) ArmUpgrade(_ context.Context, ref string) error {
+	digest, err := a.checkRef(ref)
+	if err != nil {
+		return err
+	}
+	if _, err := a.busy(ref, false); err != nil {
+		return err
+	}
+	n := a.n
+	target := slot.Other(n.bootedSlot())
+	if target == "" {
+		return fmt.Errorf("%w: booted without etcdbox.slot", api.ErrRefused)
+	}
+	rec, err := readStagedRecord(n.esp, target)
+	if err != nil {
+		return err
+	}
+	if rec.Digest != digest {
+		holds := rec.Digest
+		if holds == "" {
+			holds = "no staged image"
+		}
+		return fmt.Errorf("%w: slot %s holds %s, not %s; stage it first", api.ErrRefused, target, holds, digest)
+	}
+	e, err := slot.Arm(n.esp, target)
+	if err != nil {
+		return fmt.Errorf("%w: %w", api.ErrRefused, err)
+	}
+	n.log.Printf("upgrade: %s armed in slot %s as %s (generation %d)", digest, target, e.File, e.Generation)
+	a.setPhase(ref, nodeapi.PhaseStaged, "")
+	return nil
+}
+
+// stage pulls ref and writes it into the slot that is not booted.
+func (a *apiNode) stage(ref string, hold bool) error {
+	n := a.n
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	d, err := upgrade.ParseRef(ref, false)
+	if err != nil {
+		return err
+	}
+	booted := n.bootedSlot()
+	target := slot.Other(booted)
+	if target == "" {
+		return fmt.Errorf("booted slot %q: no other slot to stage into", booted)
+	}
+	if done, err := a.reuse(target, d.DigestStr(), hold); done || err != nil {
+		return err
+	}
+	insecure := false
+	for _, r := range n.seed.Upgrade.InsecureRegistries {
+		insecure = insecure || r == d.RegistryStr()
+	}
+	boot, err := upgrade.Fetch(ctx, ref, upgrade.Options{Insecure: insecure})
+	if err != nil {
+		return err
+	}
+	a.setPhase(ref, nodeapi.PhaseWriting, "")
+	st, err := slot.Read(n.esp)
+	if err != nil {
+		return err
+	}
+	cur := st.Slots[booted]
+	if cur.Entry == nil {
+		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
+	}
+	// A new try of the slot starts without the old reason it failed, or
+	// the step its last boot reached, or the record of what it held.
+	for _, rec := range []string{failedRecord(target), reachedRecord(target), stagedRecord(target)} {
+		if err := n.esp.Remove(rec); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", rec, err)
+		}
+	}
+	// The new slot boots with the booted slot's command line (Stage sets
+	// its etcdbox.slot) less the extras the booted slot's image brought,
+	// plus the new image's extras; those are recorded next to the slot
+	// for the upgrade after this one.
+	prev, err := n.esp.ReadFile(cmdlineRecord(booted))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", cmdlineRecord(booted), err)
+	}
+	options := slotOptions(cur.Entry.Options, string(prev), boot.Cmdline)
+	if err := n.esp.WriteFile(cmdlineRecord(target), strings.NewReader(boot.Cmdline+"\n")); err != nil {
+		return fmt.Errorf("write %s: %w", cmdlineRecord(target), err)
+	}
+	e, err := slot.Stage(n.esp, target, slot.Update{
+		Kernel:  bytes.NewReader(boot.Kernel),
+		Initrd:  bytes.NewReader(boot.Initrd),
+		Options: options,
+		Tries:   n.seed.Upgrade.Tries,
+		Hold:    hold,
+	})
+	if err != nil {
+		return err
+	}
+	rec := stagedImage{Digest: boot.Digest, Kernel: sum(boot.Kernel), Initrd: sum(boot.Initrd)}
+	if err := n.esp.WriteFile(stagedRecord(target), strings.NewReader(rec.String())); err != nil {
+		return fmt.Errorf("write %s: %w", stagedRecord(target), err)
+	}
+	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d, options %q)", boot.Digest, target, e.File, e.Generation, e.Options)
+	return nil
+}
+
+// reuse finishes a staging of digest without pulling when slot holds it
+// already, never booted: a roll stages every node ahead and again at the
+// node's turn, and a roll started again after an abort finds its slots
+// staged. The boot files are hashed against the record first. It holds
+// or arms the slot's entry as hold asks, and reports whether it did.
+func (a *apiNode) reuse(target, digest string, hold bool) (bool, error) {
+	n := a.n
+	rec, err := readStagedRecord(n.esp, target)
+	if err != nil || rec.Digest != digest {
+		return false, err
+	}
+	st, err := slot.Read(n.esp)
+	if err != nil {
+		return false, err
+	}
+	s := st.Slots[target]
+	var e *slot.Entry
+	switch {
+	case s.Held != nil && s.Entry == nil:
+		e = s.Held
+	case s.Held == nil && s.Entry != nil && s.Entry.Untried():
+		e = s.Entry
+	default:
+		return false, nil // booted, blessed, or a cut-short rename: stage anew
+	}
+	if e.Err != nil || !s.Kernel || !s.Initrd {
+		return false, nil
+	}
+	for _, f := range []struct{ path, want string }{{slotKernel(target), rec.Kernel}, {slotInitrd(target), rec.Initrd}} {
+		b, err := n.esp.ReadFile(f.path)
+		if err != nil {
+			return false, err
+		}
+		if got := sum(b); got != f.want {
+			n.log.Printf("upgrade: %s: sha256 %s, the record says %s; staging again", f.path, got, f.want)
+			return false, nil
+		}
+	}
+	if hold {
+		_, err = slot.Hold(n.esp, target)
+	} else {
+		_, err = slot.Arm(n.esp, target)
+	}
+	if err != nil {
+		return false, err
+	}
+	n.log.Printf("upgrade: slot %s holds %s already (%s); nothing pulled", target, digest, e.File)
+	return true, nil
+}
+
+// slotKernel and slotInitrd are a slot's boot files on the ESP (the
+// layout of package slot).
+func slotKernel(s string) string { return "etcdbox/" + s + "/vmlinuz" }
+func slotInitrd(s string) string { return "etcdbox/" + s + "/initrd" }
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// stagedRecord is the ESP file where stage records which image it wrote
+// into slot, with the digests of its boot files: written after the slot,
+// removed before the slot is touched again.
+func stagedRecord(slot string) string { return "etcdbox/" + slot + ".image" }
+
+// stagedImage is the content of a stagedRecord.
+type stagedImage struct {
+	Digest         string // the image's manifest digest
+	Kernel, Initrd string // sha256 of vmlinuz and initrd, hex
+}
+
+func (r stagedImage) String() string {
+	return fmt.Sprintf("image %s\nvmlinuz %s\ninitrd %s\n", r.Digest, r.Kernel, r.Initrd)
+}
+
+// readStagedRecord reads the record of slot; a missing or malformed one
+// reads as no image.
+func readStagedRecord(esp slot.FS, s string) (stagedImage, error) {
+	b, err := esp.ReadFile(stagedRecord(s))
+	if errors.Is(err, fs.ErrNotExist) {
+		return stagedImage{}, nil
+	}
+	if err != nil {
+		return stagedImage{}, fmt.Errorf("read %s: %w", stagedRecord(s), err)
+	}
+	var r stagedImage
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch k {
+		case "image":
+			r.Digest = v
+		case "vmlinuz":
+			r.Kernel = v
+		case "initrd":
+			r.Initrd = v
+		}
+	}
+	if r.Digest == "" || len(r.Kernel) != 64 || len(r.Initrd) != 64 {
+		return stagedImage{}, nil
+	}
+	return r, nil
+}
+// cmdlineRecord is the ESP file where stage keeps the kernel command-line
+// extras the image staged in slot brought (upgrade.Boot.Cmdline), so that
+// the next upgrade, booted from that slot, can leave them out.
+func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
+
+// slotOptions is the kernel command line of a slot being staged: the
+// booted entry's options without the extras the booted slot's own image
+// added (prev, from its cmdlineRecord; each argument removed once, the
+// last occurrence), then the new image's extras. Slot images built
+// before images carried extras, and the raw image's first slot, have no
+// record: their options are kept whole. The staged slot's etcdbox.slot is
+// set by slot.Stage, which also insists on a non-zero panic=. A seed on
+// the booted command line is left out (it can carry the CA key, and the
+// entry's options are logged): the new slot reads the cached seed.
+func slotOptions(booted, prev, extras string) string {
+	fields := strings.Fields(discovery.WithoutSeed(booted))
+	for _, p := range strings.Fields(prev) {
+		for i := len(fields) - 1; i >= 0; i-- {
+			if fields[i] == p {
+				fields = append(fields[:i], fields[i+1:]...)
+				break
+			}
+		}
+	}
+	return strings.Join(append(fields, strings.Fields(extras)...), " ")
+}
