@@ -312,6 +312,7 @@ func readStagedRecord(esp slot.FS, s string) (stagedImage, error) {
 	}
 	return r, nil
 }
+
 // cmdlineRecord is the ESP file where stage keeps the kernel command-line
 // extras the image staged in slot brought (upgrade.Boot.Cmdline), so that
 // the next upgrade, booted from that slot, can leave them out.
