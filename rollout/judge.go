@@ -44,7 +44,7 @@ func Judge(st nodeapi.Status, err error, from, to string, rebootAt, now time.Tim
 	case from:
 		state := slotState(st, to)
 		switch state {
-		case nodeapi.SlotBad, nodeapi.SlotEmpty:
+		case nodeapi.SlotBad, nodeapi.SlotEmpty, nodeapi.SlotHeld:
 			why := st.LastRollback
 			if why == "" {
 				why = fmt.Sprintf("back on slot %s, slot %s is %s", from, to, state)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 type NodeAPI interface {
 	Status(ctx context.Context) (nodeapi.Status, error)
 	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
-	StageUpgrade(ctx context.Context, image string) error
+	HoldUpgrade(ctx context.Context, image string) error
+	ArmUpgrade(ctx context.Context, image string) (nodeapi.UpgradeProgress, error)
 	Upgrade(ctx context.Context) (nodeapi.UpgradeProgress, error)
 	Reboot(ctx context.Context) error
 }
@@ -185,9 +187,15 @@ func (r *Roll) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var names []string
+	var names, todo []string
 	for _, n := range c.Nodes {
 		names = append(names, n.Name)
+		if !r.moved(c, records, n.Name) {
+			todo = append(todo, n.Name)
+		}
+	}
+	if err := r.prestage(ctx, todo); err != nil {
+		return err
 	}
 	var done []string
 	for _, name := range Order(names, c.LeaderName()) {
@@ -198,9 +206,8 @@ func (r *Roll) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("before node %s: %w", name, err)
 		}
-		ns, _ := c.Node(name)
-		if rec, ok := findRecord(records, name); ok && rec.State == StateDone && rec.Image == r.Image && rec.To == ns.Status.Slot && ns.Status.Blessed {
-			r.logf("node %s: already on %s (slot %s), skipped", name, r.Image, rec.To)
+		if r.moved(c, records, name) {
+			r.logf("node %s: already on %s, skipped", name, r.Image)
 			done = append(done, name)
 			continue
 		}
@@ -242,10 +249,65 @@ func (r *Roll) Run(ctx context.Context) error {
 	return nil
 }
 
-// step moves one node: snapshot, stage, reboot, wait.
-func (r *Roll) step(ctx context.Context, name string) error {
+// moved says whether node name runs Image already, blessed, as a record
+// of this roll says it moved there.
+func (r *Roll) moved(c Cluster, records []NodeRecord, name string) bool {
+	ns, _ := c.Node(name)
+	rec, ok := findRecord(records, name)
+	return ok && rec.State == StateDone && rec.Image == r.Image && rec.To == ns.Status.Slot && ns.Status.Blessed
+}
+
+// prestage stages Image, held, into the inactive slot of every node in
+// names at once, before the first node reboots: each node's turn is then
+// only the hand-over, the reboot and the gate. A held slot does not boot
+// (nodeapi.SlotHeld), so an unplanned reboot, or a roll stopped before a
+// node's turn, leaves that node on its running slot; a later roll of the
+// same image reuses the held slot, another image overwrites it. A node
+// that cannot stage stops the roll before any node reboots.
+func (r *Roll) prestage(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	start := r.now()
+	r.logf("staging %s ahead on %s", r.Image, strings.Join(names, ", "))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			if err := r.hold(ctx, name); err != nil {
+				errs[i] = fmt.Errorf("node %s: staging ahead: %w", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.logf("staged ahead on %d nodes in %s", len(names), r.now().Sub(start).Round(time.Second))
+	return nil
+}
+
+// hold stages Image held on node name and waits until it is, for up to
+// NodeTimeout.
+func (r *Roll) hold(ctx context.Context, name string) error {
+	api := r.api(name)
+	ctx, cancel := context.WithTimeout(ctx, r.NodeTimeout)
+	defer cancel()
+	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
+		return err
+	}
+	return r.waitStaged(ctx, api, nodeapi.PhaseHeld)
+}
+
+func (r *Roll) api(name string) NodeAPI {
 	i := slices.IndexFunc(r.Nodes, func(n Node) bool { return n.Name == name })
-	api := r.Nodes[i].API
+	return r.Nodes[i].API
+}
+
+// step moves one node: snapshot, stage (a no-op when it staged ahead),
+// arm, reboot, wait.
+func (r *Roll) step(ctx context.Context, name string) error {
+	api := r.api(name)
 	ctx, cancel := context.WithTimeout(ctx, r.NodeTimeout)
 	defer cancel()
 	begin := r.now()
@@ -283,14 +345,19 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	r.logf("node %s: snapshot %s (%d bytes, revision %d)", name, snap.Path, snap.Size, snap.Revision)
 
 	put(StateStaging, "")
-	r.logf("node %s: staging %s into slot %s", name, r.Image, rec.To)
-	if err := api.StageUpgrade(ctx, r.Image); err != nil {
+	// Staged ahead, this finds the held slot and pulls nothing; a node
+	// whose held slot went (an unplanned stage of another image, say) is
+	// staged again here.
+	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
 		return fail(StateFailed, fmt.Errorf("stage: %w", err))
 	}
-	if err := r.waitStaged(ctx, api); err != nil {
+	if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
 		return fail(StateFailed, err)
 	}
-	r.logf("node %s: staged in slot %s after %s; rebooting", name, rec.To, r.now().Sub(begin).Round(time.Second))
+	if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
+		return fail(StateFailed, fmt.Errorf("arm: %w", err))
+	}
+	r.logf("node %s: slot %s armed after %s; rebooting", name, rec.To, r.now().Sub(begin).Round(time.Second))
 
 	put(StateRebooting, "")
 	rebootAt := r.now()
@@ -325,13 +392,14 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	}
 }
 
-// waitStaged polls the node's upgrade agent until it staged Image.
-func (r *Roll) waitStaged(ctx context.Context, api NodeAPI) error {
+// waitStaged polls the node's upgrade agent until it staged Image, in
+// phase want.
+func (r *Roll) waitStaged(ctx context.Context, api NodeAPI, want string) error {
 	for {
 		p, err := api.Upgrade(ctx)
 		if err == nil && p.Target == r.Image {
 			switch p.Phase {
-			case nodeapi.PhaseStaged:
+			case want:
 				return nil
 			case nodeapi.PhaseFailed:
 				return fmt.Errorf("staging failed: %s", p.Error)

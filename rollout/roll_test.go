@@ -46,6 +46,8 @@ type simNode struct {
 	etcd     string
 	newEtcd  string
 	staged   string
+	holdErr  error  // HoldUpgrade fails with it
+	pulls    int    // stages that wrote the slot
 	down     int    // status calls that fail after a reboot
 	bad      string // when set, the new slot fails its gate with this reason
 	uptime   time.Duration
@@ -94,19 +96,44 @@ func (n *simNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {
 	return nodeapi.Snapshot{Path: "/var/lib/etcdbox/backups/etcd-x.db", Size: 1, Revision: 1}, nil
 }
 
-func (n *simNode) StageUpgrade(_ context.Context, image string) error {
+// HoldUpgrade stages image held, as the node's agent does: the digest
+// its inactive slot holds already, never booted, is not written again.
+func (n *simNode) HoldUpgrade(_ context.Context, image string) error {
 	n.s.mu.Lock()
 	defer n.s.mu.Unlock()
-	n.s.event("%s stage", n.name)
+	n.s.event("%s hold", n.name)
+	if n.holdErr != nil {
+		return n.holdErr
+	}
+	to := otherSlot(n.slot)
+	if n.staged != image || (n.slots[to] != nodeapi.SlotHeld && n.slots[to] != nodeapi.SlotTrying) {
+		n.pulls++
+	}
 	n.staged = image
-	n.slots[otherSlot(n.slot)] = nodeapi.SlotTrying
+	n.slots[to] = nodeapi.SlotHeld
 	return nil
+}
+
+func (n *simNode) ArmUpgrade(_ context.Context, image string) (nodeapi.UpgradeProgress, error) {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	n.s.event("%s arm", n.name)
+	to := otherSlot(n.slot)
+	if n.staged != image || n.slots[to] != nodeapi.SlotHeld && n.slots[to] != nodeapi.SlotTrying {
+		return nodeapi.UpgradeProgress{}, fmt.Errorf("slot %s holds %q (%s)", to, n.staged, n.slots[to])
+	}
+	n.slots[to] = nodeapi.SlotTrying
+	return nodeapi.UpgradeProgress{Target: image, Phase: nodeapi.PhaseStaged}, nil
 }
 
 func (n *simNode) Upgrade(context.Context) (nodeapi.UpgradeProgress, error) {
 	n.s.mu.Lock()
 	defer n.s.mu.Unlock()
-	return nodeapi.UpgradeProgress{Target: n.staged, Phase: nodeapi.PhaseStaged}, nil
+	phase := nodeapi.PhaseStaged
+	if n.slots[otherSlot(n.slot)] == nodeapi.SlotHeld {
+		phase = nodeapi.PhaseHeld
+	}
+	return nodeapi.UpgradeProgress{Target: n.staged, Phase: phase}, nil
 }
 
 func (n *simNode) Reboot(context.Context) error {
@@ -118,6 +145,9 @@ func (n *simNode) Reboot(context.Context) error {
 	}
 	n.down, n.uptime = 3, 0
 	to := otherSlot(n.slot)
+	if n.slots[to] != nodeapi.SlotTrying {
+		return nil // nothing armed: the running slot boots again
+	}
 	if n.bad != "" {
 		n.slots[to], n.rollback = nodeapi.SlotBad, "slot "+to+": "+n.bad
 		return nil
@@ -258,15 +288,18 @@ func TestRollFollowersFirstLeaderLast(t *testing.T) {
 	var log []string
 	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
 	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	ahead, turns := splitAhead(s.events)
+	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold", "n3 hold"}, ahead, "every node stages ahead, before the first reboot")
 	assert.Equal(t, []string{
-		"n1 snapshot", "n1 stage", "n1 reboot",
-		"n3 snapshot", "n3 stage", "n3 reboot",
+		"n1 snapshot", "n1 hold", "n1 arm", "n1 reboot",
+		"n3 snapshot", "n3 hold", "n3 arm", "n3 reboot",
 		"leader n2 -> n1",
-		"n2 snapshot", "n2 stage", "n2 reboot",
-	}, s.events)
+		"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot",
+	}, turns)
 	for _, n := range s.nodes {
 		assert.Equal(t, "b", n.slot, n.name)
 		assert.Equal(t, StateDone, s.records[n.name].State, n.name)
+		assert.Equal(t, 1, n.pulls, "%s: staged once; its turn reused the held slot", n.name)
 	}
 	assert.False(t, s.locked, "the lock is released")
 	assert.Contains(t, strings.Join(log, "\n"), "node n2: leader; moving leadership to n1")
@@ -284,7 +317,8 @@ func TestRollStopsAtRollback(t *testing.T) {
 	require.EqualError(t, err, "node n2 rolled back: slot b: gate failed: not a voting member after 120s")
 	assert.Equal(t, StateRolledBack, s.records["n2"].State)
 	assert.Equal(t, "a", s.nodes["n2"].slot)
-	assert.NotContains(t, s.events, "n3 stage", "the roll stops at the first rollback")
+	assert.NotContains(t, s.events, "n3 arm", "the roll stops at the first rollback")
+	assert.Equal(t, nodeapi.SlotHeld, s.nodes["n3"].slots["b"], "n3 staged ahead, held")
 	assert.Contains(t, s.events, "n2 reboot")
 }
 
@@ -328,7 +362,58 @@ func TestRollAbort(t *testing.T) {
 	s.abortAfter = "n2"
 	err := s.roll("n1", "n2", "n3").Run(t.Context())
 	require.ErrorIs(t, err, ErrAborted)
-	assert.Equal(t, []string{"n2 snapshot", "n2 stage", "n2 reboot"}, s.events)
+	ahead, turns := splitAhead(s.events)
+	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold", "n3 hold"}, ahead)
+	assert.Equal(t, []string{"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot"}, turns)
+	for _, name := range []string{"n1", "n3"} {
+		n := s.nodes[name]
+		assert.Equal(t, "a", n.slot, "%s stays on its slot", name)
+		assert.Equal(t, nodeapi.SlotHeld, n.slots["b"], "%s: its staged slot is held, not armed", name)
+	}
+}
+
+// TestRollAfterAbortReusesHeldSlots: a roll aborted after its first node
+// leaves the others held; rolling the same image again moves them
+// without pulling it again, and skips the node that moved.
+func TestRollAfterAbortReusesHeldSlots(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.abortAfter = "n2"
+	require.ErrorIs(t, s.roll("n1", "n2", "n3").Run(t.Context()), ErrAborted)
+	s.abortAfter, s.events = "", nil
+	require.NoError(t, s.roll("n1", "n2", "n3").Run(t.Context()))
+	ahead, turns := splitAhead(s.events)
+	assert.ElementsMatch(t, []string{"n1 hold", "n3 hold"}, ahead, "the node that moved is not staged again")
+	assert.NotContains(t, turns, "n2 reboot")
+	for _, n := range s.nodes {
+		assert.Equal(t, "b", n.slot, n.name)
+		assert.Equal(t, 1, n.pulls, "%s: the held slot was reused", n.name)
+	}
+}
+
+// TestRollStagingAheadFails: a node that cannot stage stops the roll
+// before any node reboots, with the node and the reason.
+func TestRollStagingAheadFails(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.nodes["n3"].holdErr = errors.New("pull: connection refused")
+	err := s.roll("n1", "n2", "n3").Run(t.Context())
+	require.ErrorContains(t, err, "node n3: staging ahead: pull: connection refused")
+	for _, e := range s.events {
+		assert.NotContains(t, e, "reboot")
+		assert.NotContains(t, e, "arm")
+	}
+	for _, n := range s.nodes {
+		assert.Equal(t, "a", n.slot, n.name)
+	}
+}
+
+// splitAhead splits a roll's events into the stages ahead (the leading
+// holds, in any order: they run at once) and the turns after them.
+func splitAhead(events []string) (ahead, turns []string) {
+	i := 0
+	for i < len(events) && strings.HasSuffix(events[i], " hold") {
+		i++
+	}
+	return events[:i], events[i:]
 }
 
 func TestRollAcrossAMinor(t *testing.T) {
@@ -372,7 +457,10 @@ func TestRollDowngradeWaitsForStorage(t *testing.T) {
 	var log []string
 	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
 	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
-	assert.Equal(t, []string{"downgrade 3.6", "n2 snapshot", "n2 stage", "n2 reboot", "leader n1 -> n2", "n1 snapshot", "n1 stage", "n1 reboot"}, s.events)
+	require.Equal(t, "downgrade 3.6", s.events[0])
+	ahead, turns := splitAhead(s.events[1:])
+	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold"}, ahead)
+	assert.Equal(t, []string{"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot", "leader n1 -> n2", "n1 snapshot", "n1 hold", "n1 arm", "n1 reboot"}, turns)
 	assert.Zero(t, s.storageLag, "the roll observed until the storage was migrated")
 	assert.True(t, slices.ContainsFunc(log, func(l string) bool { return l == "node n2: storage version 3.6.0" }), strings.Join(log, "\n"))
 
