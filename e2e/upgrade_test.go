@@ -107,6 +107,8 @@ func newRoll(t *testing.T, c *cluster.Cluster, ref string) *rollout.Roll {
 //     cost);
 //   - back to the previous minor (v3): the roll enables etcd's downgrade
 //     first, every node ends on the new slot, and the data is all there.
+//     The bad roll left the bad image staged ahead, held, on the nodes
+//     it never reached: this roll overwrites it.
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("QEMU tier: runs in make test, not in go test -short")
@@ -218,6 +220,10 @@ func TestRollingUpgrade(t *testing.T) {
 				if n.Name == m[1] {
 					assert.Equal(t, nodeapi.SlotBad, slotState(n.Status, "a"), "%s: the bad slot is given up: %+v", n.Name, n.Status.Slots)
 					assert.Equal(t, m[2], n.Status.LastRollback, "the node API says why, as the roll did")
+				} else {
+					// Staged ahead, never armed: the next roll (the
+					// downgrade below) overwrites it.
+					assert.Equal(t, nodeapi.SlotHeld, slotState(n.Status, "a"), "%s: the bad image is staged ahead, held: %+v", n.Name, n.Status.Slots)
 				}
 			}
 		})

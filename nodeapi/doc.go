@@ -14,7 +14,9 @@
 //	GET  /v1/status          Status
 //	GET  /v1/logs?lines=N    text/plain, the last N lines (default DefaultLogLines)
 //	POST /v1/reboot          202 Accepted, then the node reboots (admin)
-//	POST /v1/upgrade         {"image": "registry.example/etcdbox@sha256:..."}: 202, stages asynchronously (admin)
+//	POST /v1/upgrade         {"image": "registry.example/etcdbox@sha256:..."}: 202, stages asynchronously (admin);
+//	                         with "hold": true the slot is staged held and boots only once armed
+//	POST /v1/upgrade/arm     {"image": "..."}: UpgradeProgress, arms the held slot holding that image (admin)
 //	GET  /v1/upgrade         UpgradeProgress
 //	GET  /v1/formation       Formation (any node certificate; served before etcd starts)
 //	POST /v1/formation       {"without": ["n3"]}: Formation, form without those members (admin)
