@@ -304,8 +304,8 @@ func (r *Roll) api(name string) NodeAPI {
 	return r.Nodes[i].API
 }
 
-// step moves one node: snapshot, stage (a no-op when it staged ahead),
-// arm, reboot, wait.
+// step moves one node: snapshot, arm (staging again when the node holds
+// nothing to arm), reboot, wait.
 func (r *Roll) step(ctx context.Context, name string) error {
 	api := r.api(name)
 	ctx, cancel := context.WithTimeout(ctx, r.NodeTimeout)
@@ -345,17 +345,20 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	r.logf("node %s: snapshot %s (%d bytes, revision %d)", name, snap.Path, snap.Size, snap.Revision)
 
 	put(StateStaging, "")
-	// Staged ahead, this finds the held slot and pulls nothing; a node
-	// whose held slot went (an unplanned stage of another image, say) is
+	// Staged ahead, the held slot is armed at once. A node whose held
+	// slot went (another image staged by hand, say) refuses, and is
 	// staged again here.
-	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
-		return fail(StateFailed, fmt.Errorf("stage: %w", err))
-	}
-	if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
-		return fail(StateFailed, err)
-	}
 	if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
-		return fail(StateFailed, fmt.Errorf("arm: %w", err))
+		r.logf("node %s: arm: %v; staging again", name, err)
+		if err := api.HoldUpgrade(ctx, r.Image); err != nil {
+			return fail(StateFailed, fmt.Errorf("stage: %w", err))
+		}
+		if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
+			return fail(StateFailed, err)
+		}
+		if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
+			return fail(StateFailed, fmt.Errorf("arm: %w", err))
+		}
 	}
 	r.logf("node %s: slot %s armed after %s; rebooting", name, rec.To, r.now().Sub(begin).Round(time.Second))
 

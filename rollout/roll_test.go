@@ -31,6 +31,8 @@ type sim struct {
 	events  []string
 	// abortAfter deletes the target after this node is done.
 	abortAfter string
+	// afterDone runs once the node it is keyed by is done.
+	afterDone map[string]func()
 	// downgraded is the minor of an enabled downgrade; the members report
 	// it as their storage version after storageLag more observations.
 	downgraded string
@@ -259,6 +261,9 @@ func (e *simEtcd) PutRecord(_ context.Context, r NodeRecord) error {
 	if r.State == StateDone && r.Name == s.abortAfter {
 		s.target = nil
 	}
+	if f := s.afterDone[r.Name]; f != nil && r.State == StateDone {
+		f()
+	}
 	// The cluster version rises once every member runs the new minor.
 	all := true
 	for _, n := range s.nodes {
@@ -291,10 +296,10 @@ func TestRollFollowersFirstLeaderLast(t *testing.T) {
 	ahead, turns := splitAhead(s.events)
 	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold", "n3 hold"}, ahead, "every node stages ahead, before the first reboot")
 	assert.Equal(t, []string{
-		"n1 snapshot", "n1 hold", "n1 arm", "n1 reboot",
-		"n3 snapshot", "n3 hold", "n3 arm", "n3 reboot",
+		"n1 snapshot", "n1 arm", "n1 reboot",
+		"n3 snapshot", "n3 arm", "n3 reboot",
 		"leader n2 -> n1",
-		"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot",
+		"n2 snapshot", "n2 arm", "n2 reboot",
 	}, turns)
 	for _, n := range s.nodes {
 		assert.Equal(t, "b", n.slot, n.name)
@@ -364,7 +369,7 @@ func TestRollAbort(t *testing.T) {
 	require.ErrorIs(t, err, ErrAborted)
 	ahead, turns := splitAhead(s.events)
 	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold", "n3 hold"}, ahead)
-	assert.Equal(t, []string{"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot"}, turns)
+	assert.Equal(t, []string{"n2 snapshot", "n2 arm", "n2 reboot"}, turns)
 	for _, name := range []string{"n1", "n3"} {
 		n := s.nodes[name]
 		assert.Equal(t, "a", n.slot, "%s stays on its slot", name)
@@ -388,6 +393,23 @@ func TestRollAfterAbortReusesHeldSlots(t *testing.T) {
 		assert.Equal(t, "b", n.slot, n.name)
 		assert.Equal(t, 1, n.pulls, "%s: the held slot was reused", n.name)
 	}
+}
+
+// TestRollStagesAgainWhenTheHeldSlotWent: a node whose held slot was
+// replaced after the roll staged it ahead refuses to arm; the roll stages
+// it again at its turn and goes on.
+func TestRollStagesAgainWhenTheHeldSlotWent(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.afterDone = map[string]func(){"n2": func() { s.nodes["n3"].staged = "10.88.0.1:5000/etcdbox@sha256:" + strings.Repeat("f", 64) }}
+	var log []string
+	r := s.roll("n1", "n2", "n3")
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	_, turns := splitAhead(s.events)
+	assert.Contains(t, strings.Join(turns, ","), "n3 snapshot,n3 arm,n3 hold,n3 arm,n3 reboot")
+	assert.Equal(t, 2, s.nodes["n3"].pulls, "n3 was staged again")
+	assert.Equal(t, "b", s.nodes["n3"].slot)
+	assert.True(t, slices.ContainsFunc(log, func(l string) bool { return strings.HasPrefix(l, "node n3: arm: ") && strings.HasSuffix(l, "; staging again") }), strings.Join(log, "\n"))
 }
 
 // TestRollStagingAheadFails: a node that cannot stage stops the roll
@@ -460,7 +482,7 @@ func TestRollDowngradeWaitsForStorage(t *testing.T) {
 	require.Equal(t, "downgrade 3.6", s.events[0])
 	ahead, turns := splitAhead(s.events[1:])
 	assert.ElementsMatch(t, []string{"n1 hold", "n2 hold"}, ahead)
-	assert.Equal(t, []string{"n2 snapshot", "n2 hold", "n2 arm", "n2 reboot", "leader n1 -> n2", "n1 snapshot", "n1 hold", "n1 arm", "n1 reboot"}, turns)
+	assert.Equal(t, []string{"n2 snapshot", "n2 arm", "n2 reboot", "leader n1 -> n2", "n1 snapshot", "n1 arm", "n1 reboot"}, turns)
 	assert.Zero(t, s.storageLag, "the roll observed until the storage was migrated")
 	assert.True(t, slices.ContainsFunc(log, func(l string) bool { return l == "node n2: storage version 3.6.0" }), strings.Join(log, "\n"))
 
