@@ -6,7 +6,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-go build -trimpath -o bin/etcdbox ./cmd/etcdbox
+go build -trimpath -ldflags="-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/etcdbox ./cmd/etcdbox
 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o bin/init ./init
 # Test images only: the same init with test hooks (see init/testhooks.go).
 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -tags testhooks -o bin/init-testhooks ./init

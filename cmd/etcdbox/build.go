@@ -78,7 +78,9 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl.StringVar(&f.size, "size", "1G", "raw disk size (bytes, or with K, M, G suffix)")
 	fl.StringVar(&f.seed, "seed", "", "seed YAML to bake into the image")
 	fl.StringVar(&f.push, "push", "", "push the OCI image to this reference")
-	fl.StringVar(&f.version, "version", "dev", "version recorded in /etc/etcdbox/release")
+	fl.StringVar(&f.version, "image-version", "dev", "the image's version, recorded in /etc/etcdbox/release")
+	fl.StringVar(&f.version, "version", "dev", "the image's version (deprecated: use --image-version)")
+	_ = fl.MarkDeprecated("version", "use --image-version")
 	fl.StringVar(&f.toolsRoot, "tools-root", "/", "root to take e2fsprogs and their libraries from")
 	return cmd
 }

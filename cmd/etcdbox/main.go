@@ -30,7 +30,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdbox:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -41,10 +41,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Short:         "Immutable, bootable images for dedicated etcd nodes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	markUsage(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ func newStatusCmd() *cobra.Command {
 		dir       string
 		pkiDir    string
 		timeout   time.Duration
+		output    string
 	)
 	cmd := &cobra.Command{
 		Use:   "status (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
@@ -59,12 +61,18 @@ cluster up) and the admin certificate from DIR/pki. --endpoints names the
 node APIs directly (https://host:port, default port 9379); --pki is the
 directory of ca.crt, admin.crt and admin.key (etcdbox pki init).
 
-A node that does not answer shows the error in its row, and the command
-exits non-zero.`,
+The command exits 1 when any node does not answer, is not a healthy
+member, or has a certificate that expires within 14 days (like etcdctl
+endpoint health), after printing every row. -o json prints one object per
+node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
+"error"}.`,
 		Example: `  etcdbox status --dir run/
   etcdbox status --endpoints https://10.0.0.11:9379,https://10.0.0.12:9379 --pki pki/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			}
 			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
 			if err != nil {
 				return err
@@ -73,17 +81,15 @@ exits non-zero.`,
 				return err
 			}
 			results := queryStatus(cmd.Context(), targets, pkiDir, timeout)
-			printNodeStatus(cmd.OutOrStdout(), results, time.Now())
-			var down []string
-			for _, r := range results {
-				if r.err != nil {
-					down = append(down, r.target.name)
+			now := time.Now()
+			if output == "json" {
+				if err := printNodeStatusJSON(cmd.OutOrStdout(), results); err != nil {
+					return err
 				}
+			} else {
+				printNodeStatus(cmd.OutOrStdout(), results, now)
 			}
-			if len(down) > 0 {
-				return fmt.Errorf("%d of %d nodes did not answer: %s", len(down), len(results), strings.Join(down, ", "))
-			}
-			return nil
+			return statusProblems(results, now)
 		},
 	}
 	f := cmd.Flags()
@@ -91,6 +97,7 @@ exits non-zero.`,
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
 	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for each node")
+	f.StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
 	return cmd
@@ -152,7 +159,7 @@ func queryStatus(ctx context.Context, targets []statusTarget, pkiDir string, tim
 // agent is busy or failed.
 func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tVERSION\tETCD\tSLOT\tBLESSED\tROLE\tLEADER\tHEALTH\tCERT EXPIRY")
+	fmt.Fprintln(w, "NODE\tVERSION\tETCD\tSLOT\tBLESSED\tROLE\tLEADER\tHEALTH\tUPTIME\tKERNEL\tCERT EXPIRY")
 	var notes []string
 	for _, r := range results {
 		name := r.target.name
@@ -163,7 +170,7 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 			if ae := (*nodeapi.Error)(nil); errors.As(r.err, &ae) {
 				state = "error" // it answered, but not with a status
 			}
-			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t-\t%s\t%v\n", name, state, r.err)
+			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t%v\n", name, state, r.err)
 			continue
 		}
 		s := r.status
@@ -185,8 +192,15 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		if s.Member.Healthy {
 			health = "healthy"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
-			slot, blessed, role, leader, health, certExpiry(s.CertExpiry, now))
+		uptime := "-"
+		if s.Uptime > 0 {
+			uptime = roughDuration(s.Uptime)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
+			slot, blessed, role, leader, health, uptime, orDefault(s.Kernel, "-"), certExpiry(s.CertExpiry, now))
+		if s.LastRollback != "" {
+			notes = append(notes, fmt.Sprintf("%s: last rollback: %s", name, s.LastRollback))
+		}
 		if u := s.Upgrade; u.Phase != "" && u.Phase != nodeapi.PhaseIdle {
 			note := fmt.Sprintf("%s: upgrade to %s: %s", name, orDefault(u.Target, "-"), u.Phase)
 			if u.Error != "" {
@@ -265,4 +279,64 @@ func nodeTargets(dir, pkiDir string, endpoints []string) ([]statusTarget, string
 		targets = append(targets, statusTarget{name: u, endpoint: u})
 	}
 	return targets, pkiDir, nil
+}
+
+// statusProblems returns the error status exits with: every node that did
+// not answer, is not a healthy member, or whose certificate expires
+// within certWarning; nil when there is none.
+func statusProblems(results []statusResult, now time.Time) error {
+	var down, problems []string
+	for _, r := range results {
+		name := r.target.name
+		if r.err != nil {
+			down = append(down, name)
+			continue
+		}
+		s := r.status
+		if r.target.name == r.target.endpoint && s.Name != "" {
+			name = s.Name
+		}
+		if !s.Member.Healthy {
+			problems = append(problems, name+": not a healthy member (role "+orDefault(string(s.Member.Role), string(nodeapi.RoleNone))+")")
+		}
+		if !s.CertExpiry.IsZero() && s.CertExpiry.Sub(now) < certWarning {
+			problems = append(problems, name+": certificate "+certExpiry(s.CertExpiry, now))
+		}
+	}
+	if len(down) > 0 {
+		problems = append([]string{fmt.Sprintf("%d of %d nodes did not answer: %s", len(down), len(results), strings.Join(down, ", "))}, problems...)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(problems, "; "))
+}
+
+// nodeStatusJSON is one node in status -o json.
+type nodeStatusJSON struct {
+	Node     string          `json:"node"`
+	Endpoint string          `json:"endpoint,omitempty"`
+	Status   *nodeapi.Status `json:"status,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// printNodeStatusJSON writes the results as a JSON array, in node order.
+func printNodeStatusJSON(out io.Writer, results []statusResult) error {
+	rows := []nodeStatusJSON{}
+	for _, r := range results {
+		row := nodeStatusJSON{Node: r.target.name, Endpoint: r.target.endpoint}
+		if r.err != nil {
+			row.Error = r.err.Error()
+		} else {
+			s := r.status
+			row.Status = &s
+			if r.target.name == r.target.endpoint && s.Name != "" {
+				row.Node = s.Name
+			}
+		}
+		rows = append(rows, row)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
 }

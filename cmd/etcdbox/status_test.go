@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"net"
 	"os"
@@ -96,6 +97,7 @@ func TestStatusCommand(t *testing.T) {
 		Name: "n1", Version: "v2", EtcdVersion: "3.7.3", Slot: "b", Blessed: true,
 		Member:     nodeapi.Member{ID: "8e9e05c52164694d", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
 		CertExpiry: time.Now().Add(60*24*time.Hour + time.Hour),
+		Uptime:     26*time.Hour + 3*time.Minute, Kernel: "6.1.0-57-amd64",
 		Upgrade:    nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
 	}
 	n2 := nodeapi.Status{
@@ -103,6 +105,7 @@ func TestStatusCommand(t *testing.T) {
 		Member:     nodeapi.Member{Role: nodeapi.RoleLearner, Healthy: false},
 		CertExpiry: time.Now().Add(3*24*time.Hour + time.Hour),
 		Upgrade:    nodeapi.UpgradeProgress{Target: "registry.example/etcdbox@sha256:00", Phase: nodeapi.PhaseFailed, Error: "pull: 404"},
+		LastRollback: "slot b: gate failed: not a voting member after 120s",
 	}
 	up1 := serveStatusNode(t, adminDir, n1)
 	up2 := serveStatusNode(t, adminDir, n2)
@@ -114,8 +117,8 @@ func TestStatusCommand(t *testing.T) {
 		t.Log("\n" + out)
 		require.Error(t, err, "an unreachable node makes the exit status non-zero")
 		assert.Contains(t, err.Error(), "1 of 2 nodes did not answer: "+url(down))
-		assert.Regexp(t, `^NODE +VERSION +ETCD +SLOT +BLESSED +ROLE +LEADER +HEALTH +CERT EXPIRY\n`, out)
-		assert.Equal(t, []string{"n1", "v2", "3.7.3", "b", "yes", "voter", "yes", "healthy",
+		assert.Regexp(t, `^NODE +VERSION +ETCD +SLOT +BLESSED +ROLE +LEADER +HEALTH +UPTIME +KERNEL +CERT EXPIRY\n`, out)
+		assert.Equal(t, []string{"n1", "v2", "3.7.3", "b", "yes", "voter", "yes", "healthy", "26h", "6.1.0-57-amd64",
 			n1.CertExpiry.UTC().Format(time.DateOnly), "(in", "60d)"}, rowOf(t, out, "n1"))
 		row := rowOf(t, out, url(down))
 		assert.Equal(t, []string{"-", "-", "-", "-", "-", "-", "unreachable"}, row[1:8])
@@ -130,7 +133,12 @@ func TestStatusCommand(t *testing.T) {
 		}}))
 		out, _, err := runStatusCLI(t, "--dir", dir)
 		t.Log("\n" + out)
-		require.NoError(t, err)
+		require.Error(t, err, "an unhealthy node, and one whose certificate expires soon, make the exit status non-zero")
+		assert.Equal(t, exitError, exitCode(err))
+		assert.Contains(t, err.Error(), "n2: not a healthy member (role learner)")
+		assert.Contains(t, err.Error(), "n2: certificate "+n2.CertExpiry.UTC().Format(time.DateOnly)+" (in 3d, EXPIRES SOON)")
+		assert.NotContains(t, err.Error(), "n1")
+		assert.Contains(t, out, "n2: last rollback: slot b: gate failed: not a voting member after 120s\n")
 		row := rowOf(t, out, "n2")
 		assert.Equal(t, []string{"n2", "v1", "3.7.3", "a", "no", "learner", "no", "unhealthy"}, row[:8])
 		assert.Contains(t, strings.Join(row[8:], " "), "(in 3d, EXPIRES SOON)", "a certificate within 14 days is flagged")
@@ -199,4 +207,38 @@ func TestStatusCertExpiry(t *testing.T) {
 			assert.Equal(t, tc.want, certExpiry(tc.at, now))
 		})
 	}
+}
+
+// TestStatusJSON checks -o json: one object per node in order, the node
+// API's status as it sent it, or the error.
+func TestStatusJSON(t *testing.T) {
+	adminDir := filepath.Join(t.TempDir(), "pki")
+	require.NoError(t, pki.Init(adminDir, false))
+	n1 := nodeapi.Status{Name: "n1", Version: "v2", EtcdVersion: "3.7.3", Slot: "a", Blessed: true, Kernel: "6.1.0-57-amd64", Uptime: time.Hour,
+		Member:     nodeapi.Member{ID: "8e9e05c52164694d", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
+		CertExpiry: time.Date(2099, 1, 2, 3, 4, 5, 0, time.UTC), Upgrade: nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle}}
+	up := serveStatusNode(t, adminDir, n1)
+	down := downPort(t)
+	url := func(port int) string { return "https://127.0.0.1:" + strconv.Itoa(port) }
+	out, _, err := runStatusCLI(t, "--endpoints", url(up)+","+url(down), "--pki", adminDir, "-o", "json")
+	require.Error(t, err, "the node down still makes the exit status non-zero")
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	require.Len(t, rows, 2)
+	assert.Equal(t, "n1", rows[0]["node"])
+	assert.Equal(t, url(up), rows[0]["endpoint"])
+	st, ok := rows[0]["status"].(map[string]any)
+	require.True(t, ok, out)
+	assert.Equal(t, "1h0m0s", st["uptime"])
+	assert.Equal(t, "6.1.0-57-amd64", st["kernel"])
+	assert.Equal(t, "2099-01-02T03:04:05Z", st["certExpiry"])
+	assert.Equal(t, map[string]any{"id": "8e9e05c52164694d", "clusterID": "", "role": "voter", "leader": true, "healthy": true}, st["member"])
+	assert.NotContains(t, rows[0], "error")
+	assert.Equal(t, url(down), rows[1]["node"])
+	assert.Contains(t, rows[1]["error"], "connection refused")
+	assert.NotContains(t, rows[1], "status")
+
+	_, _, err = runStatusCLI(t, "--endpoints", url(up), "--pki", adminDir, "-o", "yaml")
+	assert.ErrorContains(t, err, `-o "yaml": want table or json`)
+	assert.Equal(t, exitUsage, exitCode(err))
 }
