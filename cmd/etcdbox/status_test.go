@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -98,13 +98,13 @@ func TestStatusCommand(t *testing.T) {
 		Member:     nodeapi.Member{ID: "8e9e05c52164694d", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
 		CertExpiry: time.Now().Add(60*24*time.Hour + time.Hour),
 		Uptime:     26*time.Hour + 3*time.Minute, Kernel: "6.1.0-57-amd64",
-		Upgrade:    nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
+		Upgrade: nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
 	}
 	n2 := nodeapi.Status{
 		Name: "n2", Version: "v1", EtcdVersion: "3.7.3", Slot: "a", Blessed: false,
-		Member:     nodeapi.Member{Role: nodeapi.RoleLearner, Healthy: false},
-		CertExpiry: time.Now().Add(3*24*time.Hour + time.Hour),
-		Upgrade:    nodeapi.UpgradeProgress{Target: "registry.example/etcdbox@sha256:00", Phase: nodeapi.PhaseFailed, Error: "pull: 404"},
+		Member:       nodeapi.Member{Role: nodeapi.RoleLearner, Healthy: false},
+		CertExpiry:   time.Now().Add(3*24*time.Hour + time.Hour),
+		Upgrade:      nodeapi.UpgradeProgress{Target: "registry.example/etcdbox@sha256:00", Phase: nodeapi.PhaseFailed, Error: "pull: 404"},
 		LastRollback: "slot b: gate failed: not a voting member after 120s",
 	}
 	up1 := serveStatusNode(t, adminDir, n1)
