@@ -57,13 +57,8 @@ func parseDataLine(t *testing.T, line string) dataReport {
 // does. Each boot must grow DATA to the disk's end and keep the data; the
 // host then checks the partition table and the filesystem offline.
 func TestDiskGrows(t *testing.T) {
-	// One VM: the one-VM tests run two at a time (go test's -parallel
-	// is GOMAXPROCS, two here), after the cluster tests, which want
-	// both cores alone.
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("boots a VM; not in -short")
-	}
+	// One VM, alongside the roll (e2e/schedule_test.go).
+	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	dataStart := gptPartition(t, readGPT(t, img), dataLabel).GetStart()
 	// wantFSMiB is DATA's size in MiB when it fills a disk of size bytes

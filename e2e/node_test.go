@@ -22,10 +22,8 @@ import (
 // TLS-only service, refusals, an etcd crash, a reset, a power-off and a
 // second boot, checking the data each time.
 func TestSingleNode(t *testing.T) {
-	// One VM: the one-VM tests run two at a time (go test's -parallel
-	// is GOMAXPROCS, two here), after the cluster tests, which want
-	// both cores alone.
-	t.Parallel()
+	// One VM, alongside the roll (e2e/schedule_test.go).
+	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	n := newNode(t, img)
 	n.boot(t)

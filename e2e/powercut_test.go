@@ -44,13 +44,8 @@ const (
 // back on v2 by itself. One node, because the rollback is the node's own,
 // and one VM boots three times as fast as one of three.
 func TestPowerCutDuringStaging(t *testing.T) {
-	// One VM: the one-VM tests run two at a time (go test's -parallel
-	// is GOMAXPROCS, two here), after the cluster tests, which want
-	// both cores alone.
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("QEMU tier: runs in make test, not in go test -short")
-	}
+	// One VM, alongside the roll (e2e/schedule_test.go).
+	oneVMTest(t)
 	dir := t.TempDir()
 	initBin := buildInit(t)
 	v1img, v2 := filepath.Join(dir, "v1.img"), filepath.Join(dir, "v2.tar")

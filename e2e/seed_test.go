@@ -32,13 +32,8 @@ import (
 // the seed) of a bad image over the node's ESP, leaving the GPT and DATA
 // as they are.
 func TestBadSeed(t *testing.T) {
-	// One VM: the one-VM tests run two at a time (go test's -parallel
-	// is GOMAXPROCS, two here), after the cluster tests, which want
-	// both cores alone.
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("boots a VM; not in -short")
-	}
+	// One VM, alongside the roll (e2e/schedule_test.go).
+	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	work := t.TempDir()
 

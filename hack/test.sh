@@ -12,13 +12,15 @@ fi
 go vet ./...
 pkgs=$(go list ./... | grep -v '/e2e$')
 # -parallel 4: the container tiers (init) wait on etcd far more than they
-# compute, so four at a time fit two cores.
-go test -count=1 -timeout 20m -parallel 4 $pkgs
+# compute, so four at a time fit two cores; -p 4 for the same reason
+# across packages (init alone takes four minutes, mostly waiting).
+go test -count=1 -timeout 20m -p 4 -parallel 4 $pkgs
 # Every fuzz target for a few seconds: a regression replays its committed
 # crash input in the run above; this looks for new ones (make fuzz: longer).
 FUZZTIME=${FUZZTIME:-3s} hack/fuzz.sh
 if [ -d e2e ]; then
-	# -parallel 2: the one-VM tests run two at a time, after the cluster
-	# tests (which run alone); see e2e/node_test.go.
-	go test -count=1 -timeout 80m -parallel 2 -v ./e2e
+	# TestCluster runs alone, then the roll alongside the one-VM tests,
+	# which take turns (e2e/schedule_test.go does the scheduling, so
+	# -parallel only has to be high enough not to get in its way).
+	go test -count=1 -timeout 80m -parallel 8 -v ./e2e
 fi
