@@ -43,19 +43,33 @@ func (a *apiNode) setPhase(target, phase, errText string) {
 	}
 }
 
-// busy returns ErrBusy (wrapped) while a staging is under way, unless it
-// is of ref and same says that is fine.
-func (a *apiNode) busy(ref string, same bool) (bool, error) {
+// busy returns ErrBusy (wrapped) while a staging is under way.
+func (a *apiNode) busy() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if p := a.progress; p.Phase == nodeapi.PhasePulling || p.Phase == nodeapi.PhaseWriting {
+		return fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+	}
+	return nil
+}
+
+// claim starts a staging of ref: it sets PhasePulling, unless a staging
+// is under way already (of ref: running; of another: ErrBusy), in one
+// step, so that two requests never stage at once.
+func (a *apiNode) claim(ref string) (running bool, err error) {
+	a.mu.Lock()
 	p := a.progress
-	if p.Phase != nodeapi.PhasePulling && p.Phase != nodeapi.PhaseWriting {
-		return false, nil
+	if p.Phase == nodeapi.PhasePulling || p.Phase == nodeapi.PhaseWriting {
+		a.mu.Unlock()
+		if p.Target == ref {
+			return true, nil
+		}
+		return true, fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
 	}
-	if same && p.Target == ref {
-		return true, nil
-	}
-	return true, fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+	a.progress = nodeapi.UpgradeProgress{Target: ref, Phase: nodeapi.PhasePulling, Updated: time.Now()}
+	a.mu.Unlock()
+	a.n.log.Printf("upgrade %s: %s", ref, nodeapi.PhasePulling)
+	return false, nil
 }
 
 // checkRef parses ref and checks it against the seed's registries.
@@ -87,10 +101,9 @@ func (a *apiNode) StageUpgrade(_ context.Context, ref string, hold bool) error {
 	if _, err := a.checkRef(ref); err != nil {
 		return err
 	}
-	if running, err := a.busy(ref, true); running || err != nil {
+	if running, err := a.claim(ref); running || err != nil {
 		return err
 	}
-	a.setPhase(ref, nodeapi.PhasePulling, "")
 	go func() {
 		if err := a.stage(ref, hold); err != nil {
 			a.setPhase(ref, nodeapi.PhaseFailed, err.Error())
@@ -111,7 +124,9 @@ func (a *apiNode) ArmUpgrade(_ context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.busy(ref, false); err != nil {
+	// A staging under way removes the record first, so an arm racing
+	// it finds no record, or a stage that comes after it, and is safe.
+	if err := a.busy(); err != nil {
 		return err
 	}
 	n := a.n
