@@ -409,7 +409,9 @@ func TestRollStagesAgainWhenTheHeldSlotWent(t *testing.T) {
 	assert.Contains(t, strings.Join(turns, ","), "n3 snapshot,n3 arm,n3 hold,n3 arm,n3 reboot")
 	assert.Equal(t, 2, s.nodes["n3"].pulls, "n3 was staged again")
 	assert.Equal(t, "b", s.nodes["n3"].slot)
-	assert.True(t, slices.ContainsFunc(log, func(l string) bool { return strings.HasPrefix(l, "node n3: arm: ") && strings.HasSuffix(l, "; staging again") }), strings.Join(log, "\n"))
+	assert.True(t, slices.ContainsFunc(log, func(l string) bool {
+		return strings.HasPrefix(l, "node n3: arm: ") && strings.HasSuffix(l, "; staging again")
+	}), strings.Join(log, "\n"))
 }
 
 // TestRollStagingAheadFails: a node that cannot stage stops the roll
