@@ -42,6 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
+		// Before cobra checks required flags and flag groups, so that
+		// a variable satisfies them as the flag would.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd) },
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	for _, c := range commands {
