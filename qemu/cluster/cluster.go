@@ -317,16 +317,22 @@ func (c *Cluster) save() error {
 }
 
 // WriteEnv writes dir/etcdctl.env for upstream etcdctl: the endpoints and
-// the admin certificate in dir/pki, as absolute paths.
+// the admin certificate in dir/pki, as absolute paths; and ETCDBOX_DIR, so
+// that etcdbox's commands find the cluster too.
 func WriteEnv(dir string, endpoints []string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	p := filepath.Join(dir, PKIDir)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# etcdctl settings for the etcdbox cluster in %s; use: . %s\n", dir, filepath.Join(dir, EnvFile))
+	fmt.Fprintf(&b, "# etcdctl and etcdbox settings for the etcdbox cluster in %s; use: . %s\n", dir, filepath.Join(dir, EnvFile))
 	for _, kv := range [][2]string{
 		{"ETCDCTL_ENDPOINTS", strings.Join(endpoints, ",")},
 		{"ETCDCTL_CACERT", filepath.Join(p, pki.CACertFile)},
 		{"ETCDCTL_CERT", filepath.Join(p, pki.AdminCertFile)},
 		{"ETCDCTL_KEY", filepath.Join(p, pki.AdminKeyFile)},
+		{"ETCDBOX_DIR", dir},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
