@@ -13,12 +13,15 @@ import (
 )
 
 func newClusterStatusCmd() *cobra.Command {
-	var dir string
+	var dir, output string
 	cmd := &cobra.Command{
 		Use:   "status --dir DIR",
 		Short: "Show each node's VM state, member ID, role, leadership, health and boot slot",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			}
 			c, err := cluster.Open(cluster.Config{Dir: dir})
 			if err != nil {
 				return err
@@ -29,11 +32,15 @@ func newClusterStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), clusterStatusJSON(rows))
+			}
 			printStatus(cmd.OutOrStdout(), rows)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }

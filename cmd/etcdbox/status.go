@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -336,7 +335,5 @@ func printNodeStatusJSON(out io.Writer, results []statusResult) error {
 		}
 		rows = append(rows, row)
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rows)
+	return writeJSON(out, rows)
 }

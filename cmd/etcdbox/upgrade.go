@@ -37,6 +37,7 @@ type upgradeFlags struct {
 	nodeTimeout   time.Duration
 	readyWait     time.Duration
 	status, abort bool
+	output        string // --status: table or json
 }
 
 func newUpgradeCmd() *cobra.Command {
@@ -91,6 +92,7 @@ func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	fl.DurationVar(&f.readyWait, "ready-wait", 2*time.Minute, "how long to wait for the cluster to be healthy before each node")
 	fl.BoolVar(&f.status, "status", false, "print the roll's target and each node's record, and exit")
 	fl.BoolVar(&f.abort, "abort", false, "delete the roll's target: a running roll stops before its next node")
+	fl.StringVarP(&f.output, "output", "o", "table", "--status output: table or json")
 	cmd.MarkFlagsMutuallyExclusive("image", "status", "abort")
 	cmd.MarkFlagsOneRequired("image", "status", "abort")
 	if endpoints {
@@ -152,6 +154,9 @@ func rollTargets(f upgradeFlags) ([]rollout.Node, string, error) {
 }
 
 func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
+	if f.output != "table" && f.output != "json" {
+		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	}
 	if f.image != "" {
 		if err := nodeapi.CheckImageRef(f.image); err != nil {
 			return err
@@ -185,6 +190,9 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 		s, err := rollout.ReadStatus(ctx, e)
 		if err != nil {
 			return err
+		}
+		if f.output == "json" {
+			return writeJSON(out, rollStatusJSON(s))
 		}
 		printRollStatus(out, s)
 		return nil

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/rollout"
+)
+
+// The -o json forms. Their fields are the stable interface of the JSON
+// output (README "Machine-readable output"): fields are only ever added.
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// rollJSON is upgrade --status -o json.
+type rollJSON struct {
+	// Target is the roll's goal, null when no roll is recorded.
+	Target *rollout.Target `json:"target"`
+	// Nodes are the nodes' records, in name order.
+	Nodes []rollout.NodeRecord `json:"nodes"`
+}
+
+func rollStatusJSON(s rollout.Status) rollJSON {
+	r := rollJSON{Target: s.Target, Nodes: s.Records}
+	if r.Nodes == nil {
+		r.Nodes = []rollout.NodeRecord{}
+	}
+	return r
+}
+
+// clusterNodeJSON is one node of cluster status -o json.
+type clusterNodeJSON struct {
+	Name string `json:"name"`
+	// VM is running, stopped, paused or partitioned.
+	VM string `json:"vm"`
+	// MemberID is the etcd member ID in hex, empty when etcd did not
+	// answer; Role is voter, learner or empty then.
+	MemberID string `json:"memberID,omitempty"`
+	Role     string `json:"role,omitempty"`
+	Leader   bool   `json:"leader"`
+	// Health is "healthy", or what went wrong.
+	Health string `json:"health"`
+	// Slot is the booted slot, empty when unknown.
+	Slot string `json:"slot,omitempty"`
+	// Address is the node's address; NextAddress the one its next DHCP
+	// lease gives, after cluster renumber.
+	Address     string `json:"address"`
+	NextAddress string `json:"nextAddress,omitempty"`
+	// Endpoint is etcd's client URL as this host reaches it.
+	Endpoint string `json:"endpoint"`
+}
+
+func clusterStatusJSON(rows []cluster.NodeStatus) []clusterNodeJSON {
+	out := []clusterNodeJSON{}
+	for _, r := range rows {
+		n := clusterNodeJSON{Name: r.Node.Name, VM: r.State, Leader: r.Leader, Health: r.Health, Address: r.Node.IP.String(), Endpoint: r.Node.Endpoint()}
+		if r.MemberID != 0 {
+			n.MemberID, n.Role = fmt.Sprintf("%016x", r.MemberID), r.Role()
+		}
+		if r.Slot != "-" {
+			n.Slot = r.Slot
+		}
+		if r.Node.NextIP.IsValid() {
+			n.NextAddress = r.Node.NextIP.String()
+		}
+		out = append(out, n)
+	}
+	return out
+}
