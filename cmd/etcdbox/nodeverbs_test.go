@@ -35,7 +35,6 @@ func (n *logNode) Reboot() error {
 	return nil
 }
 
-
 // TestLogsAndReboot runs logs and reboot against node APIs found by
 // name, through --endpoints.
 func TestLogsAndReboot(t *testing.T) {

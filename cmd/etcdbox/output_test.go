@@ -41,8 +41,8 @@ func TestJSONGolden(t *testing.T) {
 		require.NoError(t, printNodeStatusJSON(&b, []statusResult{
 			{target: statusTarget{name: "n1", endpoint: "https://127.0.0.1:4002"}, status: nodeapi.Status{
 				Name: "n1", Cluster: "etcdbox", Version: "v2", EtcdVersion: "3.7.3", Kernel: "6.1.0-57-amd64", Slot: "b", Blessed: true,
-				Slots:  []nodeapi.Slot{{Name: "a", Generation: 1, State: nodeapi.SlotBlessed}, {Name: "b", Generation: 2, State: nodeapi.SlotBlessed}},
-				Member: nodeapi.Member{ID: "8e9e05c52164694d", ClusterID: "cdf818194e3a8c32", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
+				Slots:      []nodeapi.Slot{{Name: "a", Generation: 1, State: nodeapi.SlotBlessed}, {Name: "b", Generation: 2, State: nodeapi.SlotBlessed}},
+				Member:     nodeapi.Member{ID: "8e9e05c52164694d", ClusterID: "cdf818194e3a8c32", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
 				CertExpiry: at, Uptime: 26*time.Hour + 3*time.Minute, Upgrade: nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
 			}},
 			{target: statusTarget{name: "n2", endpoint: "https://127.0.0.1:4004"}, err: errors.New("dial tcp 127.0.0.1:4004: connect: connection refused")},
