@@ -30,20 +30,28 @@ func (f *nodeFlags) add(cmd *cobra.Command) {
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
 }
 
-// client finds node among the targets and returns a client of its API.
-func (f *nodeFlags) client(ctx context.Context, node string) (*nodeapi.Client, error) {
+// with finds node among the targets and calls do with a client of its
+// API, all within --timeout.
+func (f *nodeFlags) with(ctx context.Context, node string, do func(context.Context, *nodeapi.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
 	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-		return nil, err
+		return err
 	}
 	endpoint, err := findNode(ctx, node, targets, pkiDir, f.dir != "")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return nodeapi.NewClient(endpoint, pkiDir)
+	c, err := nodeapi.NewClient(endpoint, pkiDir)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return do(ctx, c)
 }
 
 func newLogsCmd() *cobra.Command {
@@ -64,23 +72,18 @@ which is what the serial console shows, without a console.`,
 			if lines < 1 || lines > nodeapi.MaxLogLines {
 				return usageError{fmt.Errorf("--lines %d: want 1 to %d", lines, nodeapi.MaxLogLines)}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			c, err := f.client(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ls, err := c.Logs(ctx, lines)
-			if err != nil {
-				return fmt.Errorf("logs of %s: %w", args[0], err)
-			}
-			for _, l := range ls {
-				if _, err := fmt.Fprintln(cmd.OutOrStdout(), l); err != nil {
-					return err
+			return f.with(cmd.Context(), args[0], func(ctx context.Context, c *nodeapi.Client) error {
+				ls, err := c.Logs(ctx, lines)
+				if err != nil {
+					return fmt.Errorf("logs of %s: %w", args[0], err)
 				}
-			}
-			return nil
+				for _, l := range ls {
+					if _, err := fmt.Fprintln(cmd.OutOrStdout(), l); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
@@ -101,18 +104,13 @@ etcdbox status.`,
 		Example: `  etcdbox reboot n2 --dir run/`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			c, err := f.client(ctx, args[0])
-			if err != nil {
+			return f.with(cmd.Context(), args[0], func(ctx context.Context, c *nodeapi.Client) error {
+				if err := c.Reboot(ctx); err != nil {
+					return fmt.Errorf("reboot %s: %w", args[0], err)
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: rebooting\n", args[0])
 				return err
-			}
-			defer c.Close()
-			if err := c.Reboot(ctx); err != nil {
-				return fmt.Errorf("reboot %s: %w", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: rebooting\n", args[0])
-			return nil
+			})
 		},
 	}
 	f.add(cmd)
