@@ -80,6 +80,7 @@ node issues its own certificates), --name, --srv/--srv-name or --peer, and
 	fl.StringSliceVar(&o.peers, "peer", nil, "static peer NAME=HOST[:PEERPORT[:CLIENTPORT]] (repeatable)")
 	fl.IntVar(&o.initialSize, "initial-size", 0, "number of members that bootstrap the cluster")
 	cmd.MarkFlagRequired("output")
+	cmd.AddCommand(newSeedCheckCmd(), newSeedExampleCmd())
 	return cmd
 }
 
@@ -87,7 +88,7 @@ node issues its own certificates), --name, --srv/--srv-name or --peer, and
 func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 	var data []byte
 	if o.from != "" {
-		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 {
+		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || o.srvName != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 {
 			return nil, nil, fmt.Errorf("--from takes the whole seed from %s; drop the other seed flags", o.from)
 		}
 		var err error

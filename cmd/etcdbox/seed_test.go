@@ -63,6 +63,7 @@ func TestSeedCommandErrors(t *testing.T) {
 		{"no pki", []string{"--cluster", "c", "-o", filepath.Join(dir, "x.yaml")}, "--pki"},
 		{"bad peer", []string{"--cluster", "c", "--pki", dir, "--peer", "n1", "-o", filepath.Join(dir, "x.yaml")}, `--peer "n1"`},
 		{"bad cluster name", []string{"--from", bad, "--cluster", "X", "-o", filepath.Join(dir, "x.yaml")}, "drop the other seed flags"},
+		{"--from with --srv-name", []string{"--from", bad, "--srv-name", "prod", "-o", filepath.Join(dir, "x.yaml")}, "drop the other seed flags"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

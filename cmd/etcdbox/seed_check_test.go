@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/pki"
+)
+
+// indent indents every line of s by n spaces, for a YAML block scalar.
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+}
+
+// TestSeedExampleAndCheck: the example parses once a real CA is put in;
+// seed check accepts it, and names every problem of a bad seed at once.
+func TestSeedExampleAndCheck(t *testing.T) {
+	out, _, code, err := runExit(t, "seed", "example")
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.Equal(t, seedExample, out)
+
+	ca, err := pki.NewCA("example", 0)
+	require.NoError(t, err)
+	key, err := ca.KeyPEM()
+	require.NoError(t, err)
+	good := strings.Replace(out, "    CA CERTIFICATE PEM", indent(string(ca.CertPEM()), 4), 1)
+	good = strings.Replace(good, "    CA KEY PEM", indent(string(key), 4), 1)
+	s, err := discovery.ParseSeed([]byte(good))
+	require.NoError(t, err, "the example with a real CA is a good seed:\n%s", good)
+	assert.Equal(t, "etcd.example.internal", s.Discovery.SRV)
+	assert.Equal(t, 3, s.Discovery.InitialSize)
+
+	dir := t.TempDir()
+	p := filepath.Join(dir, "seed.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(good), 0o600))
+	out, _, code, err = runExit(t, "seed", "check", p)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.Equal(t, p+": a good seed for cluster \"prod\" (DNS SRV under etcd.example.internal)\n", out)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(good, "clientPort: 2379", "clientPort: 99999\n  nmae: x", 1)), 0o600))
+	_, _, code, err = runExit(t, "seed", "check", bad)
+	assert.Equal(t, exitError, code)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), bad+": ")
+	assert.Contains(t, err.Error(), "etcd.clientPort")
+	assert.Contains(t, err.Error(), "nmae")
+
+	_, _, code, err = runExit(t, "seed", "check")
+	assert.Equal(t, exitUsage, code, "FILE is required: %v", err)
+	_, _, code, err = runExit(t, "seed", "check", filepath.Join(dir, "missing.yaml"))
+	assert.Equal(t, exitError, code)
+	assert.ErrorContains(t, err, "missing.yaml")
+}
