@@ -123,6 +123,9 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 	}
 	s, err := discovery.ParseSeed(data)
 	if err != nil {
+		if o.from != "" {
+			return nil, nil, seedProblems(o.from, data, err)
+		}
 		return nil, nil, fmt.Errorf("seed: %w", err)
 	}
 	return data, s, nil

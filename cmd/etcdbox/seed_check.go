@@ -56,7 +56,7 @@ It exits 0 for a good seed and 1 otherwise.`,
 			}
 			s, err := discovery.ParseSeed(data)
 			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
+				return seedProblems(args[0], data, err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: a good seed for cluster %q (%s)\n", args[0], s.Cluster, seedDiscovery(s))
 			return err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,8 +54,24 @@ func TestSeedExampleAndCheck(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), bad+": ")
-	assert.Contains(t, err.Error(), "etcd.clientPort")
-	assert.Contains(t, err.Error(), "nmae")
+	// One problem a line, each at the line of its key.
+	text, _ := os.ReadFile(bad)
+	lineOf := func(sub string) int {
+		for i, l := range strings.Split(string(text), "\n") {
+			if strings.Contains(l, sub) {
+				return i + 1
+			}
+		}
+		t.Fatalf("no %q in the seed", sub)
+		return 0
+	}
+	msg := strings.Split(err.Error(), "\n")
+	require.Len(t, msg, 3, err.Error())
+	assert.Equal(t, bad+": 2 problem(s):", msg[0])
+	assert.Contains(t, msg, fmt.Sprintf("  %s:%d: etcd.nmae: unknown key", bad, lineOf("nmae: x")))
+	assert.True(t, slices.ContainsFunc(msg, func(l string) bool {
+		return strings.HasPrefix(l, fmt.Sprintf("  %s:%d: etcd.clientPort: ", bad, lineOf("clientPort: 99999")))
+	}), "the port's line: %q", msg)
 
 	_, _, code, err = runExit(t, "seed", "check")
 	assert.Equal(t, exitUsage, code, "FILE is required: %v", err)
