@@ -245,14 +245,58 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 	return m
 }
 
-// suggest names a known key that differs from k only in case.
+// suggest names the known key nearest to k: one that differs only in
+// case, else one within a small edit distance (1 for keys of up to four
+// letters, 2 for longer ones; a swap of two neighbours counts once), the
+// nearest first and then by name.
 func suggest(k string, fields map[string]reflect.StructField) string {
+	best, bestD := "", 3
 	for name := range fields {
 		if strings.EqualFold(name, k) {
 			return fmt.Sprintf(" (did you mean %q?)", name)
 		}
+		limit := 2
+		if len(name) <= 4 {
+			limit = 1
+		}
+		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d <= limit && (d < bestD || d == bestD && name < best) {
+			best, bestD = name, d
+		}
 	}
-	return ""
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of neighbours, each 1.
+// Seed keys are short; a key over 64 bytes is too far from any.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 func describe(v any) string {

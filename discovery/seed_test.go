@@ -3,6 +3,7 @@ package discovery
 import (
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -202,6 +203,15 @@ func TestParseSeedBad(t *testing.T) {
 			want: map[string]string{
 				"network.interfaces[1].adresses": "unknown key",
 				"network.interfaces[1]":          "needs dhcp: true or addresses",
+			},
+		},
+		{
+			name: "mistyped keys",
+			yaml: "cluster: demo\nnmae: n1\nnetwork:\n  interfaces:\n    - name: eth0\n      adresses: [10.0.0.1/24]\n      dhcp: true\n  zzz: 1\n" + issuing,
+			want: map[string]string{
+				"nmae":                           `unknown key (did you mean "name"?)`,
+				"network.interfaces[0].adresses": `unknown key (did you mean "addresses"?)`,
+				"network.zzz":                    "unknown key",
 			},
 		},
 		{
@@ -502,4 +512,22 @@ func TestFieldError(t *testing.T) {
 	assert.Equal(t, `network.dns[0]: invalid IP address "x"`, err.Error())
 	var fe *FieldError
 	assert.True(t, errors.As(multierror.Append(nil, err), &fe))
+}
+
+// TestSuggest: the nearest known key, or none when every key is far.
+func TestSuggest(t *testing.T) {
+	fields := jsonFields(reflect.TypeFor[Seed]())
+	for k, want := range map[string]string{
+		"nmae":       ` (did you mean "name"?)`,
+		"clustre":    ` (did you mean "cluster"?)`,
+		"DISCOVERY":  ` (did you mean "discovery"?)`,
+		"upgarde":    ` (did you mean "upgrade"?)`,
+		"zzz":        "",
+		"ap":         "", // one letter off "api", but two-letter typos guess too wildly
+		"networking": "",
+	} {
+		assert.Equal(t, want, suggest(k, fields), k)
+	}
+	assert.Equal(t, 1, editDistance("nmae", "name"), "a swap of neighbours counts once")
+	assert.Equal(t, 3, editDistance("", "api"))
 }

@@ -57,7 +57,7 @@ func parseDataLine(t *testing.T, line string) dataReport {
 // does. Each boot must grow DATA to the disk's end and keep the data; the
 // host then checks the partition table and the filesystem offline.
 func TestDiskGrows(t *testing.T) {
-	// One VM, alongside the roll (e2e/schedule_test.go).
+	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	dataStart := gptPartition(t, readGPT(t, img), dataLabel).GetStart()

@@ -22,7 +22,7 @@ import (
 // TLS-only service, refusals, an etcd crash, a reset, a power-off and a
 // second boot, checking the data each time.
 func TestSingleNode(t *testing.T) {
-	// One VM, alongside the roll (e2e/schedule_test.go).
+	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	n := newNode(t, img)

@@ -44,7 +44,7 @@ const (
 // back on v2 by itself. One node, because the rollback is the node's own,
 // and one VM boots three times as fast as one of three.
 func TestPowerCutDuringStaging(t *testing.T) {
-	// One VM, alongside the roll (e2e/schedule_test.go).
+	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t)
 	dir := t.TempDir()
 	initBin := buildInit(t)

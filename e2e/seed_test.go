@@ -32,7 +32,7 @@ import (
 // the seed) of a bad image over the node's ESP, leaving the GPT and DATA
 // as they are.
 func TestBadSeed(t *testing.T) {
-	// One VM, alongside the roll (e2e/schedule_test.go).
+	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t)
 	pkiDir, img := fixture(t)
 	work := t.TempDir()

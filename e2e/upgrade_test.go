@@ -110,8 +110,6 @@ func newRoll(t *testing.T, c *cluster.Cluster, ref string) *rollout.Roll {
 //     The bad roll left the bad image staged ahead, held, on the nodes
 //     it never reached: this roll overwrites it.
 func TestRollingUpgrade(t *testing.T) {
-	// Alongside the one-VM tests, which take turns (e2e/schedule_test.go).
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("QEMU tier: runs in make test, not in go test -short")
 	}

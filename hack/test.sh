@@ -19,8 +19,7 @@ go test -count=1 -timeout 20m -p 4 -parallel 4 $pkgs
 # crash input in the run above; this looks for new ones (make fuzz: longer).
 FUZZTIME=${FUZZTIME:-3s} hack/fuzz.sh
 if [ -d e2e ]; then
-	# TestCluster runs alone, then the roll alongside the one-VM tests,
-	# which take turns (e2e/schedule_test.go does the scheduling, so
-	# -parallel only has to be high enough not to get in its way).
-	go test -count=1 -timeout 80m -parallel 8 -v ./e2e
+	# -parallel 2: the one-VM tests run two at a time, after the cluster
+	# tests (which run alone); see e2e/schedule_test.go.
+	go test -count=1 -timeout 80m -parallel 2 -v ./e2e
 fi
