@@ -523,7 +523,7 @@ func TestSuggest(t *testing.T) {
 		"DISCOVERY":  ` (did you mean "discovery"?)`,
 		"upgarde":    ` (did you mean "upgrade"?)`,
 		"zzz":        "",
-		"ap":         "", // one letter off "api", but two-letter typos guess too wildly
+		"ap":         ` (did you mean "api"?)`,
 		"networking": "",
 	} {
 		assert.Equal(t, want, suggest(k, fields), k)
