@@ -103,7 +103,7 @@ func (r *rig) roll(ctx context.Context, v2 string, stdout io.Writer) (roll, erro
 			s.stage, s.back = at.Sub(rec.Started), rec.Updated.Sub(at)
 		}
 		out.steps = append(out.steps, s)
-		fmt.Fprintf(stdout, "  %s: %s (snapshot + staging %s, reboot request -> blessed healthy voter %s)\n",
+		fmt.Fprintf(stdout, "  %s: %s (snapshot and arm of the slot staged ahead %s, reboot request -> blessed healthy voter %s)\n",
 			s.node, secs(s.total), secs(s.stage), secs(s.back))
 	}
 	f := rollSummary(out.steps)
