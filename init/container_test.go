@@ -87,13 +87,6 @@ func (c *cnode) log() string {
 
 func (c *cnode) endpoint() string { return fmt.Sprintf("https://127.0.0.1:%d", c.clientPort) }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // cluster is a set of container-mode nodes sharing a CA.
 type cluster struct {
 	t      *testing.T
@@ -114,7 +107,7 @@ func newCluster(t *testing.T, names ...string) *cluster {
 }
 
 func (c *cluster) add(name string) *cnode {
-	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: freePort(c.t), peerPort: freePort(c.t), apiPort: freePort(c.t)}
+	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: testenv.FreePort(c.t), peerPort: testenv.FreePort(c.t), apiPort: testenv.FreePort(c.t)}
 	c.nodes[name] = n
 	return n
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -81,7 +80,7 @@ func (c *testCluster) node(name string) *node {
 	n := &node{
 		c: c, name: name,
 		dataDir: filepath.Join(root, "etcd"), stateDir: filepath.Join(root, "state"), pkiDir: filepath.Join(root, "pki"),
-		clientPort: freePort(t), peerPort: freePort(t),
+		clientPort: testenv.FreePort(t), peerPort: testenv.FreePort(t),
 	}
 	n.store = NewStore(n.stateDir)
 	require.NoError(t, os.MkdirAll(n.pkiDir, 0o700))
@@ -110,49 +109,6 @@ func (c *testCluster) node(name string) *node {
 	})
 	return n
 }
-
-// freePort returns a TCP port on 127.0.0.1 that the kernel lets us bind,
-// chosen below the kernel's ephemeral range. A port from bind(:0) comes
-// from that range, and in the moment between closing the probe and etcd's
-// bind, any outgoing connection (the tests make many) may take it as its
-// source port: "address already in use". Below the range, only a
-// listener can take it, and the other tests ask for :0.
-func freePort(t *testing.T) int {
-	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	if nextPort == 0 {
-		low := 32768
-		if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-			if f := strings.Fields(string(b)); len(f) == 2 {
-				if n, err := strconv.Atoi(f[0]); err == nil {
-					low = n
-				}
-			}
-		}
-		portLow, portHigh = max(1024, low-20000), low
-		nextPort = portLow + rand.IntN(portHigh-portLow)
-	}
-	for range portHigh - portLow {
-		p := nextPort
-		nextPort++
-		if nextPort >= portHigh {
-			nextPort = portLow
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err == nil {
-			_ = l.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port in %d-%d", portLow, portHigh)
-	return 0
-}
-
-var (
-	portMu                      sync.Mutex
-	nextPort, portLow, portHigh int
-)
 
 func (n *node) PeerURL() string   { return "https://127.0.0.1:" + strconv.Itoa(n.peerPort) }
 func (n *node) ClientURL() string { return "https://127.0.0.1:" + strconv.Itoa(n.clientPort) }

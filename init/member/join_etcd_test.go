@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 )
 
 // startAdvertising is start with another advertised client URL than the
@@ -117,7 +118,7 @@ func TestJoinRemovesOnlyWhatTheLeaderCannotReach(t *testing.T) {
 	n1.start(initial, "new")
 	// n2 advertises a client URL where nothing listens: this node's
 	// probes of it fail, the leader's raft streams to it do not.
-	n2.startAdvertising(initial, "new", "https://127.0.0.1:"+strconv.Itoa(freePort(t)))
+	n2.startAdvertising(initial, "new", "https://127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)))
 	n3.start(initial, "new")
 	for _, n := range []*node{n1, n2, n3} {
 		n.waitReady(ctx)

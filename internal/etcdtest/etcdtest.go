@@ -12,14 +12,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,8 +64,8 @@ func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 	var initial []string
 	for _, name := range names {
 		m := &Member{Name: name, dir: t.TempDir(), done: make(chan struct{})}
-		m.ClientURL = "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-		m.PeerURL = "https://127.0.0.1:" + strconv.Itoa(freePort(t))
+		m.ClientURL = "https://127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+		m.PeerURL = "https://127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 		c.Members = append(c.Members, m)
 		initial = append(initial, name+"="+m.PeerURL)
 	}
@@ -185,45 +182,6 @@ func (c *Cluster) Kill(name string) {
 		}
 	}
 }
-
-// freePort returns a loopback port below the kernel's ephemeral range:
-// a port from bind(:0) could be taken as the source port of an outgoing
-// connection between the probe and etcd's bind.
-func freePort(t *testing.T) int {
-	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	if nextPort == 0 {
-		low := 32768
-		if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-			if f := strings.Fields(string(b)); len(f) == 2 {
-				if n, err := strconv.Atoi(f[0]); err == nil {
-					low = n
-				}
-			}
-		}
-		portLow, portHigh = max(1024, low-20000), low
-		nextPort = portLow + rand.IntN(portHigh-portLow)
-	}
-	for range portHigh - portLow {
-		p := nextPort
-		nextPort++
-		if nextPort >= portHigh {
-			nextPort = portLow
-		}
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatalf("etcdtest: no free port in %d-%d", portLow, portHigh)
-	return 0
-}
-
-var (
-	portMu                      sync.Mutex
-	nextPort, portLow, portHigh int
-)
 
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
