@@ -256,7 +256,7 @@ func (l *Loop) afterReady(ctx context.Context, plan Plan, joined *Joined, peers 
 		}
 		l.logf("membership: promoted to a voting member after %d attempt(s)", attempts)
 	}
-	if err := Claim(ctx, local, l.Cluster); err != nil {
+	if err := claimAsVoter(ctx, local, l.Cluster, l.logf); err != nil {
 		return fmt.Errorf("claim cluster name %q: %w", l.Cluster, err)
 	}
 	if l.Voter != nil {
@@ -266,4 +266,29 @@ func (l *Loop) afterReady(ctx context.Context, plan Plan, joined *Joined, peers 
 	}
 	l.logf("membership: %s is a voting member of cluster %q", l.Name, l.Cluster)
 	return nil
+}
+
+// claimAsVoter is Claim through the local member, which a promotion has
+// just made a voter. The leader commits the promotion; the local member
+// applies it a moment later, and until then refuses the write as a
+// learner's ("rpc not supported for learner"). That refusal is retried,
+// with a growing pause, for as long as ctx allows: giving up would leave
+// the node's membership unrecorded (Loop.Voter).
+func claimAsVoter(ctx context.Context, local *clientv3.Client, cluster string, logf func(string, ...any)) error {
+	pause := 50 * time.Millisecond
+	for tries := 1; ; tries++ {
+		err := Claim(ctx, local, cluster)
+		if !errors.Is(err, errNotForLearner) {
+			return err
+		}
+		if tries == 1 {
+			logf("membership: the local member has not applied its promotion yet; waiting to claim the cluster name")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still a learner after %d tries)", err, tries)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
