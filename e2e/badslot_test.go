@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -32,7 +33,8 @@ type badSlot struct {
 	failure string
 	// options must be on the bad slot's kernel command line.
 	options string
-	// reason is what the node API's last rollback says (a regexp).
+	// reason is what the node API's last rollback says after "slot X: ",
+	// X the bad slot (a regexp).
 	reason string
 }
 
@@ -40,10 +42,10 @@ type badSlot struct {
 // any gate can see them; a broken etcd, which the gate catches, is rolled
 // through the cluster in TestRollingUpgrade.
 var oneNodeBadSlots = []badSlot{
-	{"missing virtio_blk fails the init", "bad-nomod.tar", "etcdbox: fatal: ", "", `slot a: bad, no reason recorded .*; its last boot never mounted the ESP`},
-	{"panicking command line", "bad-panic.tar", "Kernel panic", "rdinit=/nonexistent", `slot a: bad, no reason recorded .*; its last boot never mounted the ESP`},
-	{"hung init: the watchdog resets", "bad-hang.tar", "test hook: hanging before start etcd", "etcdbox.test.hang=start-etcd", `slot a: bad, no reason recorded .*; its last boot reached "start etcd"$`},
-	{"crashed init: the kernel panics", "bad-crash.tar", "Attempted to kill init", "etcdbox.test.crash=start-etcd", `slot a: bad, no reason recorded .*; its last boot reached "start etcd"$`},
+	{"missing virtio_blk fails the init", "bad-nomod.tar", "etcdbox: fatal: ", "", `bad, no reason recorded .*; its last boot never mounted the ESP`},
+	{"panicking command line", "bad-panic.tar", "Kernel panic", "rdinit=/nonexistent", `bad, no reason recorded .*; its last boot never mounted the ESP`},
+	{"hung init: the watchdog resets", "bad-hang.tar", "test hook: hanging before start etcd", "etcdbox.test.hang=start-etcd", `bad, no reason recorded .*; its last boot reached "start etcd"$`},
+	{"crashed init: the kernel panics", "bad-crash.tar", "Attempted to kill init", "etcdbox.test.crash=start-etcd", `bad, no reason recorded .*; its last boot reached "start etcd"$`},
 }
 
 // buildOneNodeBadSlots builds the images of oneNodeBadSlots into dir.
@@ -58,15 +60,47 @@ func buildOneNodeBadSlots(t *testing.T, initBin, dir string) {
 	buildBadImage(t, initBin, "e2e-bad-crash", filepath.Join(dir, "bad-crash.tar"), nil, "etcdbox.test.crash=start-etcd")
 }
 
-// testBadSlot stages tt's image into slot a of the one node of c, which
-// runs version on slot b, blessed, with one try per new slot; reboots it;
-// and checks that the node tried slot a once, failed as tt says, came
-// back on slot b by itself, and says why.
+// TestBadSlots boots one node on v1 with one try per new slot, then
+// stages each image of oneNodeBadSlots into its other slot in turn and
+// reboots it: each is tried once and given up, and the node comes back on
+// v1 by itself and says why. One node, because the rollback is the node's
+// own, and one VM boots three times as fast as one of three.
+func TestBadSlots(t *testing.T) {
+	// One VM, after the cluster tests (e2e/schedule_test.go).
+	oneVMTest(t, laneSlots)
+	dir := t.TempDir()
+	initBin := buildInit(t)
+	v1img := filepath.Join(dir, "v1.img")
+	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
+	buildOneNodeBadSlots(t, initBin, dir)
+	c := startCluster(t, cluster.Config{
+		Dir: filepath.Join(dir, "c"), Image: v1img,
+		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute},
+	}, 1).Cluster
+	require.Len(t, c.Nodes(), 1)
+	st, err := nodeAPI(t, c, c.Nodes()[0]).Status(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "a", st.Slot)
+	require.True(t, st.Blessed, "the first slot is blessed")
+	for _, tt := range oneNodeBadSlots {
+		if !t.Run(tt.name, func(t *testing.T) { testBadSlot(t, c, dir, "e2e-v1", tt) }) {
+			return
+		}
+	}
+}
+
+// testBadSlot stages tt's image into the other slot of the one node of
+// c, which runs version on a blessed slot, with one try per new slot;
+// reboots it; and checks that the node tried the new slot once, failed as
+// tt says, came back on its old slot by itself, and says why.
 func testBadSlot(t *testing.T, c *cluster.Cluster, dir, version string, tt badSlot) {
 	node := c.Nodes()[0]
 	api := nodeAPI(t, c, node)
 	vm, err := c.VM(node.Name)
 	require.NoError(t, err)
+	st, err := api.Status(t.Context())
+	require.NoError(t, err)
+	old, tried := st.Slot, otherSlot(st.Slot)
 	ref := pushImage(t, c, filepath.Join(dir, tt.image))
 	stageAndWait(t, api, ref)
 	mark := vm.Mark()
@@ -75,41 +109,49 @@ func testBadSlot(t *testing.T, c *cluster.Cluster, dir, version string, tt badSl
 
 	ctx, cancel := context.WithTimeout(t.Context(), badSlotDeadline)
 	defer cancel()
-	assertTriedOnce(ctx, t, vm, mark, tt)
+	assertTriedOnce(ctx, t, vm, mark, tried, old, tt)
 
-	st := waitHealthy(ctx, t, api)
+	st = waitHealthy(ctx, t, api)
 	t.Logf("%s: reboot to a healthy voter on the old slot in %s", tt.name, time.Since(start).Round(time.Second))
-	assert.Equal(t, "b", st.Slot, "the node runs the old slot")
+	assert.Equal(t, old, st.Slot, "the node runs the old slot")
 	assert.True(t, st.Blessed, "the old slot is still blessed")
 	assert.Equal(t, version, st.Version)
-	assert.Equal(t, nodeapi.SlotBad, slotState(st, "a"), "the bad slot is given up: %+v", st.Slots)
-	assert.Regexp(t, regexp.MustCompile("^"+tt.reason), st.LastRollback, "the node API says why")
+	assert.Equal(t, nodeapi.SlotBad, slotState(st, tried), "the bad slot is given up: %+v", st.Slots)
+	assert.Regexp(t, regexp.MustCompile("^slot "+tried+": "+tt.reason), st.LastRollback, "the node API says why")
 }
 
-// assertTriedOnce checks vm's console after from: the reboot tried slot a
-// once, with tt's options, failed as tt says, and the firmware booted the
-// old slot b next, with its own command line; after a hang, the watchdog
-// reset the machine.
-func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64, tt badSlot) {
+// otherSlot is the A/B slot that is not s.
+func otherSlot(s string) string {
+	if s == "a" {
+		return "b"
+	}
+	return "a"
+}
+
+// assertTriedOnce checks vm's console after from: the reboot tried slot
+// tried once, with tt's options, failed as tt says, and the firmware
+// booted the old slot next, with its own command line; after a hang, the
+// watchdog reset the machine.
+func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64, tried, old string, tt badSlot) {
 	t.Helper()
 	try, err := vm.WaitConsole(ctx, from, "Command line: ")
 	require.NoError(t, err)
-	assert.Contains(t, try.Line, "etcdbox.slot=a", "the reboot tried the new slot")
+	assert.Contains(t, try.Line, "etcdbox.slot="+tried, "the reboot tried the new slot")
 	assert.Contains(t, try.Line, tt.options, "the image's extras are on its slot's command line")
 	f, err := vm.WaitConsole(ctx, try.Next, tt.failure)
 	require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))
 	t.Logf("bad slot failed: %s", qemu.Printable(f.Line))
-	old, err := vm.WaitConsole(ctx, f.Next, "Command line: ")
+	next, err := vm.WaitConsole(ctx, f.Next, "Command line: ")
 	require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))
-	assert.Contains(t, old.Line, "etcdbox.slot=b", "the firmware booted the old slot next")
+	assert.Contains(t, next.Line, "etcdbox.slot="+old, "the firmware booted the old slot next")
 	if tt.options != "" {
-		assert.NotContains(t, old.Line, tt.options, "the old slot keeps its own command line")
+		assert.NotContains(t, next.Line, tt.options, "the old slot keeps its own command line")
 	}
 	if strings.Contains(tt.options, "hang") {
 		// Between the hang and the next boot: the watchdog left unfed,
 		// and no shutdown, rollback or restart of the init's or the
 		// kernel's: the watchdog reset the machine.
-		between := vm.Console()[f.Next:old.Offset]
+		between := vm.Console()[f.Next:next.Offset]
 		assert.Contains(t, between, "watchdog: not feeding")
 		for _, s := range []string{"shutdown", "rolled back", "reboot:", "Kernel panic"} {
 			assert.NotContains(t, between, s, "between the hang and the next boot")

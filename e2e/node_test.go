@@ -23,7 +23,7 @@ import (
 // second boot, checking the data each time.
 func TestSingleNode(t *testing.T) {
 	// One VM, after the cluster tests (e2e/schedule_test.go).
-	oneVMTest(t)
+	oneVMTest(t, lanePower)
 	pkiDir, img := fixture(t)
 	n := newNode(t, img)
 	n.boot(t)

@@ -33,7 +33,7 @@ import (
 // as they are.
 func TestBadSeed(t *testing.T) {
 	// One VM, after the cluster tests (e2e/schedule_test.go).
-	oneVMTest(t)
+	oneVMTest(t, lanePower)
 	pkiDir, img := fixture(t)
 	work := t.TempDir()
 

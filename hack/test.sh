@@ -14,12 +14,26 @@ pkgs=$(go list ./... | grep -v '/e2e$')
 # -parallel 4: the container tiers (init) wait on etcd far more than they
 # compute, so four at a time fit two cores; -p 4 for the same reason
 # across packages (init alone takes four minutes, mostly waiting).
-go test -count=1 -timeout 20m -p 4 -parallel 4 $pkgs
-# Every fuzz target for a few seconds: a regression replays its committed
-# crash input in the run above; this looks for new ones (make fuzz: longer).
-FUZZTIME=${FUZZTIME:-3s} hack/fuzz.sh
+# Every fuzz target for a few seconds, alongside the unit tests: a
+# regression replays its committed crash input in the unit run; this looks
+# for new ones (make fuzz: longer). The unit run keeps the machine about
+# two-thirds busy, so the fuzzers' minute fits beside it.
+fuzzlog=$(mktemp)
+FUZZTIME=${FUZZTIME:-3s} hack/fuzz.sh >"$fuzzlog" 2>&1 &
+fuzzpid=$!
+unit=0
+go test -count=1 -timeout 20m -p 4 -parallel 4 $pkgs || unit=$?
+fuzz=0
+wait "$fuzzpid" || fuzz=$?
+cat "$fuzzlog"
+rm -f "$fuzzlog"
+if [ "$unit" != 0 ] || [ "$fuzz" != 0 ]; then
+	echo "test: unit tests exit $unit, fuzz exit $fuzz" >&2
+	exit 1
+fi
 if [ -d e2e ]; then
-	# -parallel 2: the one-VM tests run two at a time, after the cluster
-	# tests (which run alone); see e2e/schedule_test.go.
-	go test -count=1 -timeout 80m -parallel 2 -v ./e2e
+	# The one-VM tests run in two lanes after the cluster tests (which
+	# run alone); -parallel lets them all past t.Parallel, and the lanes
+	# decide (e2e/schedule_test.go).
+	go test -count=1 -timeout 80m -parallel 8 -v ./e2e
 fi
