@@ -4,7 +4,13 @@
 // the new member votes, the accelerator probe (uncached), and two fault
 // figures: from `kill` of a node until a peer reports the loss, and from
 // `start` of the stopped node until the cluster is whole again (as a
-// ratio to the one-node up). It prints figures; nothing is asserted.
+// ratio to the one-node up). Then issue 10's: the failover when the
+// leader is killed under a writer (the longest gap between acknowledged
+// writes, as a ratio to etcd's election timeout; the writer's history is
+// checked with porcupine), a wiped node's way back to a voter (as a
+// ratio to the plain restart just measured), and a cold start of all
+// three (as a ratio to the one-node up). It prints figures; nothing is
+// asserted but the history.
 //
 //	go run ./bench/cluster -image out/etcdbox.img
 package main
@@ -64,7 +70,6 @@ func run(img, sysroot string, mem int) error {
 	if err != nil {
 		return fmt.Errorf("up 3: %w", err)
 	}
-	defer three.Down(context.Background(), time.Minute)
 	rows, err := three.Status(ctx)
 	if err != nil {
 		return err
@@ -85,6 +90,14 @@ func run(img, sysroot string, mem int) error {
 		return err
 	}
 	tStart := time.Since(start)
+	f, err := faultFigures(ctx, three)
+	if err != nil {
+		return err
+	}
+	if three, err = coldStart(ctx, three, &f); err != nil {
+		return err
+	}
+	defer three.Down(context.Background(), time.Minute)
 	start = time.Now()
 	j, err := three.Add(ctx)
 	if err != nil {
@@ -100,5 +113,9 @@ func run(img, sysroot string, mem int) error {
 	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", tAdd.Round(100*time.Millisecond), j.AsLearner)
 	fmt.Printf("kill %s, until %s reports the peer lost:        %s\n", victim.Node.Name, rows[0].Node.Name, tLost.Round(100*time.Millisecond))
 	fmt.Printf("start %s, until the cluster is whole again:     %s (%.2fx the 1-node up)\n", victim.Node.Name, tStart.Round(100*time.Millisecond), tStart.Seconds()/t1.Seconds())
+	fmt.Printf("kill of the leader under writes, failover:      %s (%.2fx etcd's election timeout; %d acknowledged puts, porcupine %s)\n",
+		f.failover.Round(10*time.Millisecond), f.failover.Seconds()/electionTimeout.Seconds(), f.acked, f.check)
+	fmt.Printf("wiped node, start until it votes again:         %s (%.2fx the plain start above)\n", f.wiped.Round(100*time.Millisecond), f.wiped.Seconds()/tStart.Seconds())
+	fmt.Printf("cold start of 3 (down, up), until 3 voters:     %s (%.2fx the 1-node up)\n", f.cold.Round(100*time.Millisecond), f.cold.Seconds()/t1.Seconds())
 	return nil
 }
