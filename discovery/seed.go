@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 	"sigs.k8s.io/yaml"
@@ -97,11 +98,33 @@ type PKI struct {
 	Key    string `json:"key,omitempty"`
 }
 
-// Etcd holds etcd's listener ports.
+// Etcd holds etcd's listener ports and the settings that keep its
+// database from filling up. The keys are named after etcd's own flags.
 type Etcd struct {
 	ClientPort int `json:"clientPort,omitempty"`
 	PeerPort   int `json:"peerPort,omitempty"`
+	// AutoCompactionRetention is the history etcd keeps: it compacts
+	// periodically, keeping this window (a duration, "30m", "2h";
+	// default 1h). "0" turns etcd's own compaction off, for clients
+	// that compact themselves, as kube-apiserver does. Without any
+	// compaction etcd's history grows until the quota, and the NOSPACE
+	// alarm makes the cluster read-only.
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+	// QuotaBackendBytes caps etcd's database. Unset, each node sizes it
+	// to its DATA partition: 40% of it, at most 8 GiB, so that the disk
+	// keeps room for the WAL, snapshots and a defragmentation's copy.
+	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
 }
+
+// Limits of etcd's settings in the seed.
+const (
+	DefaultAutoCompactionRetention = "1h"
+	// MinAutoCompactionRetention keeps a window that watchers can resume
+	// in after a short disconnection.
+	MinAutoCompactionRetention = time.Minute
+	MinQuotaBackendBytes       = 64 << 20
+	MaxQuotaBackendBytes       = 64 << 30
+)
 
 // API configures the node API.
 type API struct {
@@ -229,6 +252,9 @@ func (s *Seed) ApplyDefaults() {
 	}
 	if s.Discovery.InitialSize == 0 {
 		s.Discovery.InitialSize = max(len(s.Discovery.Peers), 1)
+	}
+	if s.Etcd.AutoCompactionRetention == "" {
+		s.Etcd.AutoCompactionRetention = DefaultAutoCompactionRetention
 	}
 	s.Upgrade.Tries = or(s.Upgrade.Tries, DefaultTries)
 	s.Upgrade.SettleSeconds = or(s.Upgrade.SettleSeconds, DefaultSettleSeconds)

@@ -215,13 +215,13 @@ func (p *problems) checkShape(path string, v any, t reflect.Type) {
 		if _, ok := v.(bool); !ok {
 			p.add(at, "want true or false, got %s", describe(v))
 		}
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		n, ok := v.(json.Number)
 		if !ok {
 			p.add(at, "want an integer, got %s", describe(v))
 			return
 		}
-		if _, err := strconv.ParseInt(n.String(), 10, 0); err != nil {
+		if _, err := strconv.ParseInt(n.String(), 10, t.Bits()); err != nil {
 			p.add(at, "want an integer, got %s", describe(v))
 		}
 	default:

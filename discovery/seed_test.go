@@ -66,6 +66,14 @@ func TestParseSeedGood(t *testing.T) {
 			yaml: "cluster: demo\n" + f.issuing(),
 		},
 		{
+			name: "etcd maintenance settings",
+			yaml: "cluster: demo\netcd: {autoCompactionRetention: \"0\", quotaBackendBytes: 4294967296}\n" + f.issuing(),
+			want: func(s *Seed) {
+				s.Etcd.AutoCompactionRetention = "0"
+				s.Etcd.QuotaBackendBytes = 4 << 30
+			},
+		},
+		{
 			name: "static peers and network",
 			yaml: `cluster: prod-1
 name: n2
@@ -105,7 +113,7 @@ api:
 					DNS:    []string{"10.0.0.1", "fd00::1"},
 					Search: []string{"example.internal"},
 				}
-				s.Etcd = Etcd{ClientPort: 3379, PeerPort: 3380}
+				s.Etcd = Etcd{ClientPort: 3379, PeerPort: 3380, AutoCompactionRetention: "1h"}
 				s.API.Port = 9000
 			},
 		},
@@ -154,7 +162,7 @@ network:
 				Cluster:   "demo",
 				Discovery: Discovery{InitialSize: 1},
 				PKI:       PKI{CACert: f.caCert, CAKey: f.caKey},
-				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380},
+				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380, AutoCompactionRetention: "1h"},
 				API:       API{Port: 9379},
 				Upgrade:   Upgrade{Tries: 3, SettleSeconds: 30, GateSeconds: 300},
 			}
@@ -225,6 +233,10 @@ func TestParseSeedBad(t *testing.T) {
 				"upgrade.registries[0]": `"https://r.example.com": want a registry host (and port), without a scheme`,
 				"upgrade.registries[1]": `"r.example.com/etcdbox": want a registry host (and port), without a path`,
 				"upgrade.registries[2]": `"r:": want host or host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
+		{name: "bad etcd maintenance settings", yaml: "cluster: demo\netcd: {autoCompactionRetention: 1d, quotaBackendBytes: 1000}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"1d": want a duration such as 30m or 2h`, "etcd.quotaBackendBytes": "1000: want 67108864 (64 MiB) to 68719476736 (64 GiB)"}},
+		{name: "short compaction retention, huge quota", yaml: "cluster: demo\netcd: {autoCompactionRetention: 10s, quotaBackendBytes: 137438953472}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"10s": shorter than 1m0s`, "etcd.quotaBackendBytes": "137438953472: want"}},
 		{name: "bad cluster name", yaml: "cluster: my_cluster\n" + issuing, want: map[string]string{"cluster": `"my_cluster" is not a valid cluster name`}},
 		{name: "long cluster name", yaml: "cluster: " + strings.Repeat("a", 64) + "\n" + issuing, want: map[string]string{"cluster": "not a valid cluster name"}},
 		{name: "number for string", yaml: "cluster: 123\n" + issuing, want: map[string]string{"cluster": "want a string, got number 123"}},

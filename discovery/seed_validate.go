@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/etcdbox/etcdbox/pki"
 )
@@ -34,6 +35,7 @@ func (s *Seed) Validate() error {
 	p.port("etcd.peerPort", s.Etcd.PeerPort)
 	p.port("api.port", s.API.Port)
 	p.upgrade(&s.Upgrade)
+	p.etcd(&s.Etcd)
 	client, peer, api := or(s.Etcd.ClientPort, DefaultClientPort), or(s.Etcd.PeerPort, DefaultPeerPort), or(s.API.Port, DefaultAPIPort)
 	if client == peer {
 		p.add("etcd", "clientPort and peerPort are both %d", client)
@@ -306,6 +308,21 @@ func (p *problems) upgrade(u *Upgrade) {
 	}
 	if u.GateSeconds > 0 && u.SettleSeconds >= u.GateSeconds {
 		p.add("upgrade", "settleSeconds %d must be shorter than gateSeconds %d", u.SettleSeconds, u.GateSeconds)
+	}
+}
+
+func (p *problems) etcd(e *Etcd) {
+	if r := e.AutoCompactionRetention; r != "" && r != "0" {
+		d, err := time.ParseDuration(r)
+		switch {
+		case err != nil:
+			p.add("etcd.autoCompactionRetention", "%q: want a duration such as 30m or 2h, or 0 for no compaction by etcd", r)
+		case d < MinAutoCompactionRetention:
+			p.add("etcd.autoCompactionRetention", "%q: shorter than %s", r, MinAutoCompactionRetention)
+		}
+	}
+	if q := e.QuotaBackendBytes; q != 0 && (q < MinQuotaBackendBytes || q > MaxQuotaBackendBytes) {
+		p.add("etcd.quotaBackendBytes", "%d: want %d (64 MiB) to %d (64 GiB), or unset to size it to DATA", q, int64(MinQuotaBackendBytes), int64(MaxQuotaBackendBytes))
 	}
 }
 

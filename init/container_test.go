@@ -267,6 +267,22 @@ func TestContainerLifecycle(t *testing.T) {
 		assert.Len(t, ids, 1, "one cluster ID across the nodes")
 	})
 
+	t.Run("etcd runs with compaction, a quota sized to DATA, and corruption checks", func(t *testing.T) {
+		for _, n := range []*cnode{n1, n2, n3} {
+			n.waitLog(0, "compaction periodic, keeping 1h of history; corruption checks on", time.Second)
+			n.waitLog(0, `"auto-compaction-mode":"periodic"`, time.Second)
+			data, _, err := dataSizes(filepath.Join(n.dir, "data"), filepath.Join(n.dir, "data", "etcd"))
+			require.NoError(t, err)
+			want, _ := backendQuota(0, data, 0)
+			require.Positive(t, want)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			st, err := c.client(n).Status(ctx, n.endpoint())
+			cancel()
+			require.NoError(t, err)
+			assert.Equal(t, want, st.DbSizeQuota, "%s: etcd's quota", n.name)
+		}
+	})
+
 	t.Run("a new node joins as a learner and is promoted", func(t *testing.T) {
 		c.writeSeed(n4, "fast", 3, "n1", "n2", "n3", "n4")
 		n4.start()
@@ -285,6 +301,9 @@ func TestContainerLifecycle(t *testing.T) {
 		n2.start()
 		n2.waitLog(from, "membership: restart", 30*time.Second)
 		n2.waitLog(from, "etcd ready", 60*time.Second)
+		// A member with data compares its hash with its peers' before it
+		// serves (etcd checks only at a restart).
+		n2.waitLog(from, "initial corruption checking passed", time.Second)
 		get, err := c.client(n2).Get(context.Background(), "k")
 		require.NoError(t, err)
 		require.Len(t, get.Kvs, 1)

@@ -35,7 +35,21 @@ type etcdMember struct {
 	// InitialCluster is name=peerURL,... ; State is "new" or "existing".
 	InitialCluster string
 	State          string
+	// CompactionRetention is the seed's etcd.autoCompactionRetention:
+	// etcd compacts periodically, keeping this window; "" or "0" leaves
+	// compaction to the clients.
+	CompactionRetention string
+	// QuotaBytes is --quota-backend-bytes (backendQuota); 0 leaves
+	// etcd's default.
+	QuotaBytes int64
 }
+
+// corruptionChecks are etcd's feature gates that compare the members'
+// data: before a member serves (InitialCorruptCheck) and, on the leader,
+// the hashes at each compaction (CompactHashCheck). Both are off in
+// etcd by default; a mismatch raises the CORRUPT alarm, which etcdbox
+// reports and never clears by itself.
+const corruptionChecks = "InitialCorruptCheck=true,CompactHashCheck=true"
 
 func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
@@ -58,7 +72,7 @@ func (m etcdMember) Args() []string {
 	if state == "" {
 		state = "new"
 	}
-	return []string{
+	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + m.DataDir,
 		"--listen-client-urls=https://" + hostPort(m.ListenIP, m.ClientPort),
@@ -78,7 +92,15 @@ func (m etcdMember) Args() []string {
 		"--peer-key-file=" + pki("peer.key"),
 		"--logger=zap",
 		"--log-outputs=stderr",
+		"--feature-gates=" + corruptionChecks,
 	}
+	if r := m.CompactionRetention; r != "" && r != "0" {
+		args = append(args, "--auto-compaction-mode=periodic", "--auto-compaction-retention="+r)
+	}
+	if m.QuotaBytes > 0 {
+		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(m.QuotaBytes, 10))
+	}
+	return args
 }
 
 // hasData reports whether etcd's data dir holds a member already.

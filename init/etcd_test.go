@@ -54,3 +54,19 @@ func TestMemberArgsIPv6AndExisting(t *testing.T) {
 	assert.Contains(t, args, "--initial-cluster-state=existing")
 	assert.Contains(t, args, "--initial-cluster=n1=https://[fd00::1]:12380,n2=https://[fd00::2]:12380")
 }
+
+func TestMemberArgsKeepTheDatabaseSmall(t *testing.T) {
+	m := etcdMember{Name: "n1", Cluster: "c", ListenIP: "0.0.0.0", AdvertiseHost: "n1", ClientPort: 2379, PeerPort: 2380,
+		CompactionRetention: "1h", QuotaBytes: 3 << 30}
+	args := strings.Join(m.Args(), " ")
+	assert.Contains(t, args, "--auto-compaction-mode=periodic --auto-compaction-retention=1h")
+	assert.Contains(t, args, "--quota-backend-bytes=3221225472")
+	assert.Contains(t, args, "--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true")
+
+	// Compaction left to the clients, and etcd's default quota.
+	m.CompactionRetention, m.QuotaBytes = "0", 0
+	args = strings.Join(m.Args(), " ")
+	assert.NotContains(t, args, "auto-compaction")
+	assert.NotContains(t, args, "quota-backend-bytes")
+	assert.Contains(t, args, "--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true", "the checks stay on")
+}

@@ -40,6 +40,14 @@ func (n *node) startEtcd(ctx context.Context) error {
 	if err := os.MkdirAll(n.member.DataDir, 0o700); err != nil {
 		return err
 	}
+	n.member.CompactionRetention = n.seed.Etcd.AutoCompactionRetention
+	dataBytes, dbBytes, err := dataSizes(n.root, n.member.DataDir)
+	if err != nil {
+		n.log.Printf("etcd: %v", err)
+	}
+	var why string
+	n.member.QuotaBytes, why = backendQuota(n.seed.Etcd.QuotaBackendBytes, dataBytes, dbBytes)
+	n.log.Printf("etcd: database quota %s (%s); compaction %s; corruption checks on", size(n.member.QuotaBytes), why, compactionNote(n.member.CompactionRetention))
 	go n.lifecycle(ctx)
 	go n.watchReady(ctx)
 	go n.runGate(ctx)

@@ -31,6 +31,8 @@ pki:                            # from etcdbox pki init: ca.crt, and ca.key so t
 etcd:
   clientPort: 2379
   peerPort: 2380
+  autoCompactionRetention: 1h   # history etcd keeps; 0: the clients compact (kube-apiserver does)
+  # quotaBackendBytes: 4294967296  # default: 40% of DATA, at most 8 GiB
 api:
   port: 9379                    # the node API
 upgrade:
