@@ -198,13 +198,7 @@ func (n *cnode) waitLog(from int, want string, within time.Duration) int {
 
 // client connects with the admin certificate to the given nodes.
 func (c *cluster) client(nodes ...*cnode) *clientv3.Client {
-	admin, err := tls.LoadX509KeyPair(filepath.Join(c.pkiDir, "admin.crt"), filepath.Join(c.pkiDir, "admin.key"))
-	require.NoError(c.t, err)
-	ca, err := pki.LoadCAFiles(c.pkiDir)
-	require.NoError(c.t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	tc := &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: pool}
+	tc := c.adminTLS()
 	var eps []string
 	for _, n := range nodes {
 		eps = append(eps, n.endpoint())
@@ -213,6 +207,17 @@ func (c *cluster) client(nodes ...*cnode) *clientv3.Client {
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// adminTLS is the operator's client configuration.
+func (c *cluster) adminTLS() *tls.Config {
+	admin, err := tls.LoadX509KeyPair(filepath.Join(c.pkiDir, "admin.crt"), filepath.Join(c.pkiDir, "admin.key"))
+	require.NoError(c.t, err)
+	ca, err := pki.LoadCAFiles(c.pkiDir)
+	require.NoError(c.t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: pool}
 }
 
 // voters waits until the cluster lists want voting, started members.
@@ -280,6 +285,14 @@ func TestContainerLifecycle(t *testing.T) {
 			cancel()
 			require.NoError(t, err)
 			assert.Equal(t, want, st.DbSizeQuota, "%s: etcd's quota", n.name)
+			// etcd refuses TLS 1.2, even with the admin's certificate.
+			tc := c.adminTLS()
+			tc.MaxVersion = tls.VersionTLS12
+			conn, err := tls.Dial("tcp", strings.TrimPrefix(n.endpoint(), "https://"), tc)
+			if err == nil {
+				conn.Close()
+			}
+			assert.ErrorContains(t, err, "protocol version", "%s accepted TLS 1.2", n.name)
 		}
 	})
 

@@ -69,4 +69,5 @@ func TestMemberArgsKeepTheDatabaseSmall(t *testing.T) {
 	assert.NotContains(t, args, "auto-compaction")
 	assert.NotContains(t, args, "quota-backend-bytes")
 	assert.Contains(t, args, "--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true", "the checks stay on")
+	assert.Contains(t, args, "--tls-min-version=TLS1.3")
 }

@@ -125,7 +125,7 @@ func AdminTLS(pkiDir string) (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("load cluster CA %s: no certificate", caPath)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
 }
 
 // Endpoint returns the node's endpoint in canonical form.

@@ -71,7 +71,7 @@ func variants(im images) ([]variant, error) {
 	return []variant{
 		{
 			name: "ours", image: im.ours, scheme: "https",
-			tls:   &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: roots, MinVersion: tls.VersionTLS12},
+			tls:   &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: roots, MinVersion: tls.VersionTLS13},
 			fatal: []string{"etcdbox: fatal:", "etcdbox: seed error:"},
 			ready: "etcdbox: etcd ready",
 		},

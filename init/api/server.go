@@ -194,7 +194,7 @@ func (s *Server) Close() error { return s.hs.Close() }
 // configuration loaded afresh from PKIDir.
 func (s *Server) tlsConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			tc, err := s.loadTLS()
 			if err != nil {
@@ -224,7 +224,7 @@ func (s *Server) loadTLS() (*tls.Config, error) {
 		return nil, fmt.Errorf("load client CA %s: no certificate", caPath)
 	}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    pool,

@@ -36,6 +36,7 @@ func TestRefusedAtTheTLSLayer(t *testing.T) {
 		{"plain HTTP", strings.Replace(endpoint, "https://", "http://", 1), nil},
 		{"no client certificate", endpoint, p.clientTLS(t, nil, "")},
 		{"admin certificate of another CA", endpoint, p.clientTLS(t, other, pki.AdminCommonName)},
+		{"the admin certificate over TLS 1.2", endpoint, tls12(p.clientTLS(t, p.ca, pki.AdminCommonName))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, req := range []struct{ method, path, body string }{
@@ -387,4 +388,10 @@ func TestDecommissionNotThisNode(t *testing.T) {
 	ae := apiError(t, err)
 	assert.Equal(t, http.StatusBadRequest, ae.StatusCode)
 	assert.Equal(t, "decommission: bad request: this node is n1, not n3", ae.Message)
+}
+
+// tls12 is c capped at TLS 1.2, which the server refuses: it asks for 1.3.
+func tls12(c *tls.Config) *tls.Config {
+	c.MinVersion, c.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+	return c
 }
