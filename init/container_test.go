@@ -34,29 +34,38 @@ import (
 // mode, each with a real etcd child, on loopback. It runs the same code as
 // a node in a VM from the seed on.
 
-var initBin struct {
+// initBuild is one build of this package, made once per test binary.
+type initBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
 
+var initBin, initBinHooks initBuild
+
 // buildInit compiles this package once per test binary.
-func buildInit(t *testing.T) string {
+func buildInit(t *testing.T) string { return initBin.get(t) }
+
+// buildInitHooks compiles it with the test hooks (testhooks.go).
+func buildInitHooks(t *testing.T) string { return initBinHooks.get(t, "-tags", "testhooks") }
+
+func (b *initBuild) get(t *testing.T, flags ...string) string {
 	t.Helper()
-	initBin.once.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "etcdbox-init-")
 		if err != nil {
-			initBin.err = err
+			b.err = err
 			return
 		}
-		initBin.path = filepath.Join(dir, "init")
-		out, err := exec.Command("go", "build", "-o", initBin.path, ".").CombinedOutput()
+		b.path = filepath.Join(dir, "init")
+		args := append(append([]string{"build"}, flags...), "-o", b.path, ".")
+		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			initBin.err = fmt.Errorf("go build: %v: %s", err, out)
+			b.err = fmt.Errorf("go build: %v: %s", err, out)
 		}
 	})
-	require.NoError(t, initBin.err)
-	return initBin.path
+	require.NoError(t, b.err)
+	return b.path
 }
 
 // cnode is one init process in container mode.
@@ -67,6 +76,10 @@ type cnode struct {
 	clientPort, peerPort int
 	apiPort              int
 	seed                 string
+	// bin is the init to run (default: buildInit's); env is added to
+	// its environment.
+	bin string
+	env []string
 	mu                   sync.Mutex
 	out                  bytes.Buffer
 	cmd                  *exec.Cmd
@@ -137,8 +150,13 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 // start runs n's init process.
 func (n *cnode) start() {
 	t := n.t
-	n.cmd = exec.Command(buildInit(t), "--container", "--seed", n.seed, "--data-dir", filepath.Join(n.dir, "data"),
+	bin := n.bin
+	if bin == "" {
+		bin = buildInit(t)
+	}
+	n.cmd = exec.Command(bin, "--container", "--seed", n.seed, "--data-dir", filepath.Join(n.dir, "data"),
 		"--etcd", testenv.Bin(t, "etcd"), "--listen-ip", "127.0.0.1")
+	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = n, n
 	require.NoError(t, n.cmd.Start())
 	n.done = make(chan struct{})

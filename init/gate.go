@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/supervise"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -49,11 +50,23 @@ func (g *gateState) decide(now time.Time, problem string, settle, limit time.Dur
 }
 
 // runGate watches a slot on probation: it blesses the slot, or marks it
-// bad and reboots into the other one.
+// bad and reboots into the other one. A panic in the gate is a bug of the
+// slot on probation, and fails its gate like any other problem.
 func (n *node) runGate(ctx context.Context) {
 	if !n.onProbation() {
 		return
 	}
+	err := supervise.Catch("health gate", n.log.Printf, func() error {
+		n.gate(ctx)
+		return nil
+	})
+	if err != nil && n.failSlot("gate failed: "+err.Error()) {
+		n.requestShutdown("slot "+n.bootedSlot()+" failed its health gate", true)
+	}
+}
+
+// gate is runGate's loop.
+func (n *node) gate(ctx context.Context) {
 	settle := time.Duration(n.seed.Upgrade.SettleSeconds) * time.Second
 	limit := time.Duration(n.seed.Upgrade.GateSeconds) * time.Second
 	booted := n.bootedSlot()

@@ -57,11 +57,11 @@ func (n *node) watchPowerButton(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	go func() {
+	supervise.Go(ctx, "power button", n.log.Printf, func(context.Context) {
 		for range ch {
 			n.requestShutdown("power button pressed", false)
 		}
-	}()
+	})
 	return nil
 }
 

@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -98,7 +99,7 @@ func main() {
 	if err := supervise.StartReaper(); err != nil {
 		n.log.Printf("reaper: %v", err)
 	}
-	go n.handleShutdown()
+	supervise.Go(ctx, "shutdown handler", n.log.Printf, func(context.Context) { n.handleShutdown() })
 	if err := n.boot(ctx); err != nil {
 		n.fail(err)
 	}
@@ -167,7 +168,9 @@ func (n *node) runStep(ctx context.Context, s step) error {
 		beforeStep(n, s.name)
 	}
 	start := time.Now()
-	if err := s.run(ctx); err != nil {
+	// A panic in a step is an error of that step: an optional one is
+	// logged and boot goes on, a required one takes the fatal path.
+	if err := supervise.Catch("boot step "+strconv.Quote(s.name), n.log.Printf, func() error { return s.run(ctx) }); err != nil {
 		return err
 	}
 	n.log.Printf("%s: done in %s", s, time.Since(start).Round(time.Millisecond))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/netconf"
+	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -50,7 +51,7 @@ func (n *node) configureNetwork(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			go n.renewLease(ctx, h, name, lease, p.Lease)
+			supervise.Go(ctx, "DHCP lease renewal on "+name, n.log.Printf, func(ctx context.Context) { n.renewLease(ctx, h, name, lease, p.Lease) })
 		} else {
 			p, err = netconf.StaticPlan(name, in, n.seed.Network.DNS, n.seed.Network.Search)
 			if err != nil {

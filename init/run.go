@@ -48,9 +48,9 @@ func (n *node) startEtcd(ctx context.Context) error {
 	var why string
 	n.member.QuotaBytes, why = backendQuota(n.seed.Etcd.QuotaBackendBytes, dataBytes, dbBytes)
 	n.log.Printf("etcd: database quota %s (%s); compaction %s; corruption checks on", size(n.member.QuotaBytes), why, compactionNote(n.member.CompactionRetention))
-	go n.lifecycle(ctx)
-	go n.watchReady(ctx)
-	go n.runGate(ctx)
+	supervise.Go(ctx, "member lifecycle", n.log.Printf, n.lifecycle)
+	supervise.Go(ctx, "ready watch", n.log.Printf, n.watchReady)
+	go n.runGate(ctx) // a panic fails the gate (runGate)
 	return nil
 }
 

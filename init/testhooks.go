@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
 // This file is compiled only into test images (go build -tags testhooks):
@@ -32,7 +35,31 @@ const (
 	crashKey = "etcdbox.test.crash"
 )
 
+// panicEnv names the goroutines and jobs (supervise.Go and Catch; a name
+// matches by prefix, comma-separated) that panic once each, at their first
+// run: ETCDBOX_TEST_PANIC="member lifecycle,ready watch". A container
+// test reads the init's survival from its log.
+const panicEnv = "ETCDBOX_TEST_PANIC"
+
 func init() {
+	if names := os.Getenv(panicEnv); names != "" {
+		var mu sync.Mutex
+		panicked := map[string]bool{}
+		supervise.BeforeRun = func(name string) {
+			for _, want := range strings.Split(names, ",") {
+				if want == "" || !strings.HasPrefix(name, want) {
+					continue
+				}
+				mu.Lock()
+				first := !panicked[name]
+				panicked[name] = true
+				mu.Unlock()
+				if first {
+					panic("test hook: " + name + " panics once")
+				}
+			}
+		}
+	}
 	beforeStep = func(n *node, step string) {
 		slug := strings.ReplaceAll(step, " ", "-")
 		switch {

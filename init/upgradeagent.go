@@ -14,6 +14,7 @@ import (
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
 )
@@ -105,7 +106,8 @@ func (a *apiNode) StageUpgrade(_ context.Context, ref string, hold bool) error {
 		return err
 	}
 	go func() {
-		if err := a.stage(ref, hold); err != nil {
+		err := supervise.Catch("staging of "+ref, a.n.log.Printf, func() error { return a.stage(ref, hold) })
+		if err != nil {
 			a.setPhase(ref, nodeapi.PhaseFailed, err.Error())
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/nodeapi"
 )
 
@@ -202,4 +204,26 @@ func TestArmWithoutStage(t *testing.T) {
 func digestOf(ref string) string {
 	_, d, _ := strings.Cut(ref, "@")
 	return d
+}
+
+// TestStagingPanicFails: a panic while staging fails that staging, with
+// the reason, and the agent stages again afterwards; the init lives on.
+func TestStagingPanicFails(t *testing.T) {
+	reg := newAgentRegistry(t)
+	a := agentNode(t, reg)
+	ref := reg.push(t, "k", "i")
+	defer func(h func(string)) { supervise.BeforeRun = h }(supervise.BeforeRun)
+	var once sync.Once
+	supervise.BeforeRun = func(name string) {
+		if strings.HasPrefix(name, "staging of ") {
+			once.Do(func() { panic("a bug in the agent") })
+		}
+	}
+	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	p := waitPhase(t, a)
+	require.Equal(t, nodeapi.PhaseFailed, p.Phase)
+	assert.Equal(t, "staging of "+ref+" panicked: a bug in the agent", p.Error)
+
+	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	assert.Equal(t, nodeapi.PhaseStaged, waitPhase(t, a).Phase, "the agent stages again")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -130,6 +131,23 @@ func (l *Loop) logf(format string, args ...any) {
 // member removed after it started, so the caller decides once more with
 // that fact.
 func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) {
+	// A panic in a round stops the etcd this round started, so that the
+	// round that runs next (Run retries it as an error) starts the only
+	// one.
+	var started Etcd
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		l.logf("membership: panic in a round: %v (recovered)\n%s", p, debug.Stack())
+		if started != nil {
+			if serr := started.Stop(30 * time.Second); serr != nil {
+				l.logf("membership: stop etcd after the panic: %v", serr)
+			}
+		}
+		again, err = false, fmt.Errorf("a round panicked: %v", p)
+	}()
 	r, err := l.Gather(ctx, removed)
 	if err != nil {
 		return false, err
@@ -184,6 +202,7 @@ func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) 
 		l.logf("etcd: starting member %s as a learner of the running cluster", l.Name)
 	}
 	e, err := l.Launch(ctx, s)
+	started = e
 	if err != nil || e == nil {
 		if joined != nil {
 			joined.Release()
