@@ -78,12 +78,12 @@ type cnode struct {
 	seed                 string
 	// bin is the init to run (default: buildInit's); env is added to
 	// its environment.
-	bin string
-	env []string
-	mu                   sync.Mutex
-	out                  bytes.Buffer
-	cmd                  *exec.Cmd
-	done                 chan struct{}
+	bin  string
+	env  []string
+	mu   sync.Mutex
+	out  bytes.Buffer
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 func (c *cnode) Write(p []byte) (int, error) {
