@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +36,7 @@ func (n *node) serveAPI(context.Context) error {
 	}
 	n.api = srv
 	go func() {
-		if err := srv.Serve(l); err != nil && !strings.Contains(err.Error(), "closed") {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Printf("node API: %v", err)
 		}
 	}()

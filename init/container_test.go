@@ -327,6 +327,14 @@ func TestContainerLifecycle(t *testing.T) {
 		cli := c.client(n1, n3)
 		_, err := cli.Put(context.Background(), "k", "v")
 		require.NoError(t, err)
+		memberID := func() uint64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st, err := c.client(n2).Status(ctx, n2.endpoint())
+			require.NoError(t, err)
+			return st.Header.MemberId
+		}
+		before := memberID()
 		n2.stop()
 		from := len(n2.log())
 		n2.start()
@@ -339,6 +347,9 @@ func TestContainerLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, get.Kvs, 1)
 		assert.Equal(t, "v", string(get.Kvs[0].Value))
+		// Replication alone would give the key back to a new member: the
+		// member is the same one, with its own data.
+		assert.Equal(t, fmt.Sprintf("%x", before), fmt.Sprintf("%x", memberID()), "n2 came back as another member")
 	})
 
 	t.Run("a removed member moves its data aside and rejoins", func(t *testing.T) {

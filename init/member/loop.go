@@ -86,8 +86,12 @@ type Etcd interface {
 // errWaiting marks a round that decided to wait.
 var errWaiting = errors.New("waiting")
 
-// Run runs rounds until ctx ends. Every failure is logged with what was
-// wrong and retried with backoff; nothing here ever bootstraps without
+// Run runs rounds until ctx ends. A failure before etcd starts (and a
+// panic in a round, which stops the round's etcd first) is logged with
+// what was wrong and retried with backoff. A failure once etcd serves
+// (promotion, the cluster name's claim, recording the membership) is
+// logged, and etcd keeps running: the round goes on watching it, and the
+// next start of the node tries again. Nothing here ever bootstraps without
 // the formation handshake's proof (Decide) or deletes data.
 func (l *Loop) Run(ctx context.Context) {
 	first := l.Backoff
