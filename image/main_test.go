@@ -30,16 +30,10 @@ func TestMain(m *testing.M) {
 // testEpoch is the SOURCE_DATE_EPOCH of the test builds (2023-11-14).
 const testEpoch = 1700000000
 
-// initBin returns bin/init. Until the lead's init lands there, any static
-// amd64 binary stands in: the builder only copies it to /init.
+// initBin returns bin/init (make build), which the builder copies to /init.
 func initBin(t testing.TB) string {
 	t.Helper()
-	p := filepath.Join(testenv.Root(t), "bin", "init")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	t.Logf("bin/init is missing; using bin/etcdctl as a stand-in /init")
-	return testenv.Bin(t, "etcdctl")
+	return testenv.Bin(t, "init")
 }
 
 var snapshots struct {

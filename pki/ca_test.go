@@ -244,9 +244,25 @@ func TestLoadCARSA(t *testing.T) {
 
 	ca, err := LoadCA(caPEM, keyPEM)
 	require.NoError(t, err)
-	certPEM, _, err := ca.Issue(Leaf{CommonName: "c", Client: true})
+	certPEM, leafKeyPEM, err := ca.Issue(Leaf{CommonName: "c", Client: true})
 	require.NoError(t, err)
 	assert.NoError(t, verify(t, caPEM, certPEM, x509.ExtKeyUsageClientAuth))
+	block, _ := pem.Decode(certPEM)
+	require.NotNil(t, block)
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	pub, ok := leaf.PublicKey.(*ecdsa.PublicKey)
+	require.True(t, ok, "the leaf's key is %T, not ECDSA", leaf.PublicKey)
+	assert.Equal(t, elliptic.P256(), pub.Curve, "the leaf's curve")
+	assert.Equal(t, x509.SHA256WithRSA, leaf.SignatureAlgorithm, "signed by the RSA CA")
+	kb, _ := pem.Decode(leafKeyPEM)
+	require.NotNil(t, kb)
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		k, err = x509.ParseECPrivateKey(kb.Bytes)
+	}
+	require.NoError(t, err)
+	assert.IsType(t, &ecdsa.PrivateKey{}, k, "the leaf's private key")
 }
 
 func TestLoadCAErrors(t *testing.T) {
