@@ -11,29 +11,45 @@ import (
 	"github.com/etcdbox/etcdbox/internal/testenv"
 )
 
-// TestImportDirection enforces DESIGN §1: the init (PID 1 and the
-// container entrypoint) never links the image builder, go-diskfs or the
-// OCI layout writer, and the CLI never links netlink or the etcd server.
-// (The init's upgrade agent pulls images with go-containerregistry's
-// remote, which DESIGN allows; remote itself links tarball and mutate.)
+// TestImportDirection enforces DESIGN §1, in one table for the project:
+// the init (PID 1 and the container entrypoint) never links the image
+// builder, go-diskfs or the OCI layout writer, and the CLI never links
+// netlink or the etcd server. (The init's upgrade agent pulls images with
+// go-containerregistry's remote, which DESIGN allows; remote itself links
+// tarball and mutate.) The packages the init links for its disks and
+// modules, and pki, stay on the standard library (and x/sys).
 func TestImportDirection(t *testing.T) {
+	const mod = "github.com/etcdbox/etcdbox/"
 	for _, tc := range []struct {
-		pkg       string
-		required  string // a package the list must show, so it is not vacuous
+		pkg string
+		// required is a package the list must show, so it is not vacuous.
+		required string
+		// forbidden packages (a module path forbids its packages too).
 		forbidden []string
+		// stdOnly allows only the standard library, the package itself
+		// and allowed (path prefixes) beyond it.
+		stdOnly bool
+		allowed []string
 	}{
-		{"./init", "github.com/etcdbox/etcdbox/init", []string{
+		{pkg: "./init", required: mod + "init", forbidden: []string{
 			"github.com/diskfs/go-diskfs",
-			"github.com/etcdbox/etcdbox/image",
+			mod + "image",
 			"github.com/google/go-containerregistry/pkg/v1/layout",
 		}},
-		{"./cmd/etcdbox", "github.com/etcdbox/etcdbox/image", []string{
+		{pkg: "./cmd/etcdbox", required: mod + "image", forbidden: []string{
 			"github.com/vishvananda/netlink",
 			"go.etcd.io/etcd/server/v3",
 		}},
+		{pkg: "./init/slot", required: mod + "init/slot", forbidden: []string{
+			"github.com/diskfs/go-diskfs",
+			mod + "image",
+		}},
+		{pkg: "./pki", required: mod + "pki", stdOnly: true},
+		{pkg: "./init/storage", required: mod + "init/storage", stdOnly: true, allowed: []string{"golang.org/x/sys/"}},
+		{pkg: "./init/kmod", required: mod + "init/kmod", stdOnly: true, allowed: []string{"golang.org/x/sys/"}},
 	} {
 		t.Run(tc.pkg, func(t *testing.T) {
-			cmd := exec.Command("go", "list", "-deps", tc.pkg)
+			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", tc.pkg)
 			cmd.Dir = testenv.Root(t)
 			out, err := cmd.Output()
 			var stderr []byte
@@ -41,14 +57,27 @@ func TestImportDirection(t *testing.T) {
 				stderr = ee.Stderr
 			}
 			require.NoError(t, err, "go list -deps %s: %s", tc.pkg, stderr)
-			deps := strings.Fields(string(out))
-			require.Contains(t, deps, tc.required)
-			for _, dep := range deps {
+			var deps []string
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				dep, std, _ := strings.Cut(line, " ")
+				deps = append(deps, dep)
+				if tc.stdOnly && std != "true" && dep != tc.required && !hasAnyPrefix(dep, tc.allowed) {
+					t.Errorf("%s depends on %s: only the standard library%s is allowed", tc.pkg, dep, strings.Join(append([]string{""}, tc.allowed...), ", "))
+				}
 				for _, f := range tc.forbidden {
-					// A module path forbids its packages too.
 					assert.False(t, dep == f || strings.HasPrefix(dep, f+"/"), "%s imports %s", tc.pkg, dep)
 				}
 			}
+			require.Contains(t, deps, tc.required)
 		})
 	}
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }

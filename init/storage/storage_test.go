@@ -258,28 +258,6 @@ func TestPrepareDataRefuses(t *testing.T) {
 	})
 }
 
-// TestImports keeps the init's storage and module code free of the image
-// builder's dependencies: only the standard library and x/sys.
-func TestImports(t *testing.T) {
-	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	if os.Getenv("GOROOT") == "" {
-		var err error
-		goBin, err = exec.LookPath("go")
-		require.NoError(t, err)
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"github.com/etcdbox/etcdbox/init/storage", "github.com/etcdbox/etcdbox/init/kmod").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	for _, p := range strings.Fields(string(out)) {
-		switch {
-		case p == "github.com/etcdbox/etcdbox/init/storage", p == "github.com/etcdbox/etcdbox/init/kmod",
-			strings.HasPrefix(p, "golang.org/x/sys/"):
-		default:
-			t.Errorf("init/storage and init/kmod depend on %s; only the standard library and golang.org/x/sys are allowed", p)
-		}
-	}
-}
-
 // TestPrepareDataGrowIsOptional: a node whose partition or filesystem
 // cannot grow still boots with DATA at its old size.
 func TestPrepareDataGrowIsOptional(t *testing.T) {
