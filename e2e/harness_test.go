@@ -70,15 +70,11 @@ func fixture(t *testing.T) (pkiDir, img string) {
 // seedFor writes a seed for cluster, issued from the CA in pkiDir, and
 // returns its path. extra is appended verbatim (for bad seeds).
 func seedFor(pkiDir, cluster, extra string) (string, error) {
-	ca, err := pki.LoadCAFiles(pkiDir)
+	issuing, err := discovery.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return "", err
 	}
-	key, err := ca.KeyPEM()
-	if err != nil {
-		return "", err
-	}
-	s := &discovery.Seed{Cluster: cluster, Name: "n1", PKI: discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}}
+	s := &discovery.Seed{Cluster: cluster, Name: "n1", PKI: issuing}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err

@@ -18,12 +18,12 @@ import (
 func TestIssueCertificates(t *testing.T) {
 	ca, err := pki.NewCA("test", time.Hour)
 	require.NoError(t, err)
-	key, err := ca.KeyPEM()
+	issuing, err := discovery.IssuingPKI(ca)
 	require.NoError(t, err)
 	n := &node{
 		log:    console.New(),
 		root:   t.TempDir(),
-		seed:   &discovery.Seed{Cluster: "c", PKI: discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}},
+		seed:   &discovery.Seed{Cluster: "c", PKI: issuing},
 		name:   "n1",
 		domain: "example.internal",
 		ips:    []net.IP{net.ParseIP("10.0.0.11")},

@@ -128,12 +128,10 @@ func (c *cluster) add(name string) *cnode {
 // writeSeed writes n's seed: static peers (the given names, in order),
 // initialSize and the cluster name.
 func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
-	ca, err := pki.LoadCAFiles(c.pkiDir)
-	require.NoError(c.t, err)
-	key, err := ca.KeyPEM()
+	issuing, err := discovery.IssuingPKIFrom(c.pkiDir)
 	require.NoError(c.t, err)
 	s := &discovery.Seed{Cluster: clusterName, Name: n.name,
-		PKI:  discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+		PKI:  issuing,
 		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
 		API:  discovery.API{Port: n.apiPort}}
 	s.Discovery.InitialSize = initial

@@ -59,15 +59,11 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 // CA in pkiDir (so the node issues its own server certificate), and
 // returns its path. The network is the default: DHCP on the first NIC.
 func writeSeed(pkiDir, path string) (string, error) {
-	ca, err := pki.LoadCAFiles(pkiDir)
+	issuing, err := discovery.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return "", err
 	}
-	key, err := ca.KeyPEM()
-	if err != nil {
-		return "", err
-	}
-	s := &discovery.Seed{Cluster: "bench", Name: "n1", PKI: discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}}
+	s := &discovery.Seed{Cluster: "bench", Name: "n1", PKI: issuing}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err

@@ -108,15 +108,11 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 		if o.pkiDir == "" {
 			return nil, nil, fmt.Errorf("--pki is required (a directory made by etcdbox pki init)")
 		}
-		ca, err := pki.LoadCAFiles(o.pkiDir)
+		issuing, err := discovery.IssuingPKIFrom(o.pkiDir)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--pki: %w", err)
 		}
-		key, err := ca.KeyPEM()
-		if err != nil {
-			return nil, nil, fmt.Errorf("--pki: %w", err)
-		}
-		s.PKI = discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)}
+		s.PKI = issuing
 		if data, err = s.Marshal(); err != nil {
 			return nil, nil, fmt.Errorf("seed: %w", err)
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
-	"github.com/etcdbox/etcdbox/pki"
 )
 
 // seed returns the seed every node of the cluster boots with: the
@@ -42,18 +41,14 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 	if up.Settle%time.Second != 0 || up.Gate%time.Second != 0 {
 		return nil, fmt.Errorf("seed: upgrade settle %s and gate %s must be whole seconds", up.Settle, up.Gate)
 	}
-	ca, err := pki.LoadCAFiles(pkiDir)
-	if err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
-	}
-	key, err := ca.KeyPEM()
+	issuing, err := discovery.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	s := discovery.Seed{
 		Cluster:   Name,
 		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
-		PKI:       discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+		PKI:       issuing,
 		// Upgrades come from the network daemon's registry (registry.go),
 		// plain HTTP on the gateway, and from nowhere else.
 		Upgrade: discovery.Upgrade{

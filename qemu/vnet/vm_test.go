@@ -112,14 +112,12 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 	dir := t.TempDir()
 	pkiDir = filepath.Join(dir, "pki")
 	require.NoError(t, pki.Init(pkiDir, false))
-	ca, err := pki.LoadCAFiles(pkiDir)
-	require.NoError(t, err)
-	key, err := ca.KeyPEM()
+	issuing, err := discovery.IssuingPKIFrom(pkiDir)
 	require.NoError(t, err)
 	seed := &discovery.Seed{
 		Cluster: "vnet", Name: "n1",
 		Network: discovery.Network{Interfaces: []discovery.Interface{{MAC: mac.String(), DHCP: true}}},
-		PKI:     discovery.PKI{CACert: string(ca.CertPEM()), CAKey: string(key)},
+		PKI:     issuing,
 	}
 	data, err := seed.Marshal()
 	require.NoError(t, err)
