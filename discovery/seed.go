@@ -142,6 +142,12 @@ type Upgrade struct {
 	// a registry on a closed local network; every byte staged is still
 	// checked against the pinned digest.
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
+	// TrustedKeys, when set, are the public keys (PEM, as cosign.pub) an
+	// image must be signed by (imagesig: cosign's format, beside the image
+	// in its registry) before a node stages it; several may be trusted at
+	// once, for a key rotation. Unset, images are not checked for a
+	// signature (their digest still pins them).
+	TrustedKeys []string `json:"trustedKeys,omitempty"`
 	// Tries is how often systemd-boot tries a new slot before it falls
 	// back (default 3).
 	Tries int `json:"tries,omitempty"`

@@ -66,6 +66,11 @@ func TestParseSeedGood(t *testing.T) {
 			yaml: "cluster: demo\n" + f.issuing(),
 		},
 		{
+			name: "trusted keys",
+			yaml: "cluster: demo\nupgrade:\n  trustedKeys:\n    - |\n" + indent(trustedKey, "      ") + f.issuing(),
+			want: func(s *Seed) { s.Upgrade.TrustedKeys = []string{trustedKey} },
+		},
+		{
 			name: "etcd maintenance settings",
 			yaml: "cluster: demo\netcd: {autoCompactionRetention: \"0\", quotaBackendBytes: 4294967296}\n" + f.issuing(),
 			want: func(s *Seed) {
@@ -233,6 +238,8 @@ func TestParseSeedBad(t *testing.T) {
 				"upgrade.registries[0]": `"https://r.example.com": want a registry host (and port), without a scheme`,
 				"upgrade.registries[1]": `"r.example.com/etcdbox": want a registry host (and port), without a path`,
 				"upgrade.registries[2]": `"r:": want host or host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
+		{name: "bad trusted key", yaml: "cluster: demo\nupgrade: {trustedKeys: [cosign.pub]}\n" + issuing,
+			want: map[string]string{"upgrade.trustedKeys[0]": "not a public key: no PEM block"}},
 		{name: "bad etcd maintenance settings", yaml: "cluster: demo\netcd: {autoCompactionRetention: 1d, quotaBackendBytes: 1000}\n" + issuing,
 			want: map[string]string{"etcd.autoCompactionRetention": `"1d": want a duration such as 30m or 2h`, "etcd.quotaBackendBytes": "1000: want 67108864 (64 MiB) to 68719476736 (64 GiB)"}},
 		{name: "short compaction retention, huge quota", yaml: "cluster: demo\netcd: {autoCompactionRetention: 10s, quotaBackendBytes: 137438953472}\n" + issuing,
@@ -542,4 +549,22 @@ func TestSuggest(t *testing.T) {
 	}
 	assert.Equal(t, 1, editDistance("nmae", "name"), "a swap of neighbours counts once")
 	assert.Equal(t, 3, editDistance("", "api"))
+}
+
+// trustedKey is a public key in PEM (imagesig.GenerateKey's).
+const trustedKey = `-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKSSJ9BpEIb52bpWQ3HcaAvKjzkIx
+LhoznFwjz6Rb57ACVoeHK+0amfEq2d8vzlcG8sWKHXr4BSa6ehB9nDBaiw==
+-----END PUBLIC KEY-----
+`
+
+// indent prefixes every line of s with prefix.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -295,6 +296,11 @@ func (p *problems) upgrade(u *Upgrade) {
 		host, port, err := net.SplitHostPort(r)
 		if err != nil || host == "" || port == "" {
 			p.add(fmt.Sprintf("upgrade.insecureRegistries[%d]", i), "%q: want host:port", r)
+		}
+	}
+	for i, k := range u.TrustedKeys {
+		if _, err := imagesig.ParsePublicKey(k); err != nil {
+			p.add(fmt.Sprintf("upgrade.trustedKeys[%d]", i), "not a public key: %v", err)
 		}
 	}
 	if u.Tries < 0 || u.Tries > 9 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -170,12 +172,17 @@ func (a *apiNode) stage(ref string, hold bool) error {
 	if target == "" {
 		return fmt.Errorf("booted slot %q: no other slot to stage into", booted)
 	}
-	if done, err := a.reuse(target, d.DigestStr(), hold); done || err != nil {
-		return err
-	}
 	insecure := false
 	for _, r := range n.seed.Upgrade.InsecureRegistries {
 		insecure = insecure || r == d.RegistryStr()
+	}
+	// The signature first, before anything touches the slot, and on every
+	// staging, a reused one too: the keys may have changed since.
+	if err := n.checkSignature(ctx, ref, insecure); err != nil {
+		return err
+	}
+	if done, err := a.reuse(target, d.DigestStr(), hold); done || err != nil {
+		return err
 	}
 	boot, err := upgrade.Fetch(ctx, ref, upgrade.Options{Insecure: insecure})
 	if err != nil {
@@ -355,4 +362,30 @@ func slotOptions(booted, prev, extras string) string {
 		}
 	}
 	return strings.Join(append(fields, strings.Fields(extras)...), " ")
+}
+
+// checkSignature checks, when the seed trusts keys (upgrade.trustedKeys),
+// that ref is signed by one of them (imagesig), and says which.
+func (n *node) checkSignature(ctx context.Context, ref string, insecure bool) error {
+	if len(n.seed.Upgrade.TrustedKeys) == 0 {
+		return nil
+	}
+	var keys []crypto.PublicKey
+	for i, pemText := range n.seed.Upgrade.TrustedKeys {
+		k, err := imagesig.ParsePublicKey(pemText)
+		if err != nil {
+			return fmt.Errorf("seed upgrade.trustedKeys[%d]: %w", i, err)
+		}
+		keys = append(keys, k)
+	}
+	d, err := upgrade.ParseRef(ref, insecure)
+	if err != nil {
+		return err
+	}
+	i, err := imagesig.Verify(ctx, d, keys)
+	if err != nil {
+		return fmt.Errorf("image %s refused: %w", ref, err)
+	}
+	n.log.Printf("upgrade: %s is signed by trusted key %d of %d", d.DigestStr(), i+1, len(keys))
+	return nil
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/imagesig"
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+// TestStagingChecksSignatures: a node whose seed trusts a key stages only
+// images that key signed; an unsigned image and one signed by another key
+// are refused with the reason, before anything is written to the ESP.
+func TestStagingChecksSignatures(t *testing.T) {
+	reg := newAgentRegistry(t)
+	a := agentNode(t, reg)
+	trustedPriv, trustedPub, err := imagesig.GenerateKey()
+	require.NoError(t, err)
+	otherPriv, _, err := imagesig.GenerateKey()
+	require.NoError(t, err)
+	a.n.seed.Upgrade.TrustedKeys = []string{string(trustedPub)}
+	sign := func(ref string, keyPEM []byte) {
+		t.Helper()
+		k, err := imagesig.ParsePrivateKey(keyPEM)
+		require.NoError(t, err)
+		d, err := name.NewDigest(ref, name.Insecure)
+		require.NoError(t, err)
+		require.NoError(t, imagesig.Sign(t.Context(), d, k))
+	}
+	espFiles := func() []string {
+		var files []string
+		root := string(a.n.esp)
+		require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, p)
+			}
+			return err
+		}))
+		return files
+	}
+	before := espFiles()
+	ref := reg.push(t, "signed kernel", "signed initrd")
+
+	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	p := waitPhase(t, a)
+	require.Equal(t, nodeapi.PhaseFailed, p.Phase)
+	assert.Contains(t, p.Error, "refused: the image is not signed")
+	assert.Equal(t, before, espFiles(), "nothing written to the ESP")
+
+	sign(ref, otherPriv)
+	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	p = waitPhase(t, a)
+	require.Equal(t, nodeapi.PhaseFailed, p.Phase)
+	assert.Contains(t, p.Error, "no signature by a trusted key")
+	assert.Equal(t, before, espFiles(), "nothing written to the ESP")
+
+	sign(ref, trustedPriv)
+	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	p = waitPhase(t, a)
+	require.Equal(t, nodeapi.PhaseStaged, p.Phase, "error: %s", p.Error)
+	got, err := a.n.esp.ReadFile("etcdbox/b/initrd")
+	require.NoError(t, err)
+	assert.Equal(t, "signed initrd", string(got))
+}
