@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/imagesig"
 )
 
 func init() { commands = append(commands, newBuildCommand) }
@@ -22,6 +24,7 @@ func init() { commands = append(commands, newBuildCommand) }
 type buildFlags struct {
 	output, format, kernel, modules, etcd, init, bootloader string
 	cmdline, size, seed, push, version, toolsRoot           string
+	sign                                                    string
 }
 
 func newBuildCommand() *cobra.Command {
@@ -61,6 +64,17 @@ sets every time stamp; equal inputs give byte-identical images.`,
 			if cfg.Push != "" {
 				fmt.Fprintf(out, "pushed %s\n", cfg.Push)
 			}
+			if f.sign != "" {
+				r, err := name.ParseReference(cfg.Push)
+				if err != nil {
+					return err
+				}
+				d, err := signImage(cmd.Context(), r.Context().Digest(res.Digest).String(), f.sign, false)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "signed %s (signature at %s)\n", d, imagesig.Tag(d))
+			}
 			fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules\n",
 				res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules))
 			return nil
@@ -78,6 +92,7 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl.StringVar(&f.size, "size", "1G", "raw disk size (bytes, or with K, M, G suffix)")
 	fl.StringVar(&f.seed, "seed", "", "seed YAML to bake into the image")
 	fl.StringVar(&f.push, "push", "", "push the OCI image to this reference")
+	fl.StringVar(&f.sign, "sign", "", "sign the pushed image with this private key (PEM; see etcdbox sign)")
 	fl.StringVar(&f.version, "image-version", "dev", "the image's version, recorded in /etc/etcdbox/release")
 	fl.StringVar(&f.version, "version", "dev", "the image's version (deprecated: use --image-version)")
 	_ = fl.MarkDeprecated("version", "use --image-version")
@@ -88,6 +103,9 @@ sets every time stamp; equal inputs give byte-identical images.`,
 // config turns the flags into an image.Config, filling in defaults; it
 // writes warnings to warn.
 func (f buildFlags) config(warn io.Writer) (image.Config, error) {
+	if f.sign != "" && f.push == "" {
+		return image.Config{}, usageError{errors.New("--sign signs the pushed image: it needs --push")}
+	}
 	size, err := parseSize(f.size)
 	if err != nil {
 		return image.Config{}, fmt.Errorf("--size %s: %w", f.size, err)
