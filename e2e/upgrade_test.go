@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto"
 	"debug/buildinfo"
 	"fmt"
 	"os"
@@ -15,12 +16,14 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/internal/kvwriter"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
@@ -122,18 +125,23 @@ func TestRollingUpgrade(t *testing.T) {
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", img("v2.tar"))
 	buildRollImage(t, initBin, prevBin, "e2e-v3", img("v3.tar"))
 	buildRollImage(t, initBin, testenv.Bin(t, "etcdctl"), "e2e-bad-etcd", img("bad-etcd.tar"))
+	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v4", img("v4.tar"))
+	// The nodes stage only images signed by trusted; the test signs every
+	// image it rolls with it, but v4.
+	trusted, trustedPub := signingKey(t)
+	untrusted, _ := signingKey(t)
 	// One try: a slot that fails its first boot is given up, so the
 	// firmware's next boot is the old slot.
 	c := startCluster(t, cluster.Config{
 		Dir: img("c"), Image: img("v1.img"),
-		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: 90 * time.Second},
+		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: 90 * time.Second, TrustedKeys: []string{trustedPub}},
 	}, 3).Cluster
 	prevMinor, curMinor := minorOf(t, prev), minorOf(t, cur)
 	require.Equal(t, prevMinor.String()+".0", clusterVersion(t, c), "the cluster starts on etcd %s", prev)
 
 	var final map[string]string // the writer's keys after the first roll
 	ok := t.Run("v1 to v2 across an etcd minor under writes", func(t *testing.T) {
-		ref := pushImage(t, c, img("v2.tar"))
+		ref := pushSigned(t, c, img("v2.tar"), trusted)
 		tc, err := c.TLS()
 		require.NoError(t, err)
 		w, err := kvwriter.Start(c.Endpoints(), tc)
@@ -180,14 +188,51 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	require.True(t, ok, "the first roll failed; the others start from it")
 
+	t.Run("unsigned, then signed by an untrusted key: the roll stops before any node writes", func(t *testing.T) {
+		ref := pushImage(t, c, img("v4.tar"))
+		for _, tt := range []struct {
+			name   string
+			sign   crypto.Signer
+			reason string
+		}{
+			{"unsigned", nil, "the image is not signed"},
+			{"signed by an untrusted key", untrusted, "no signature by a trusted key"},
+		} {
+			if tt.sign != nil {
+				signRef(t, c, ref, tt.sign)
+			}
+			before := nodeSlots(t, c)
+			marks := map[string]int64{}
+			for _, n := range c.Nodes() {
+				vm, err := c.VM(n.Name)
+				require.NoError(t, err)
+				marks[n.Name] = vm.Mark()
+			}
+			r := newRoll(t, c, ref)
+			r.ImageEtcd = cur
+			ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
+			err := r.Run(ctx)
+			cancel()
+			require.Error(t, err, tt.name)
+			t.Logf("%s: %v", tt.name, err)
+			for _, n := range c.Nodes() {
+				assert.Contains(t, err.Error(), "node "+n.Name+": staging ahead: staging failed: image "+ref+" refused: "+tt.reason, tt.name)
+				vm, err := c.VM(n.Name)
+				require.NoError(t, err)
+				assert.NotContains(t, vm.Console()[marks[n.Name]:], "staged in slot", "%s: %s wrote a slot", tt.name, n.Name)
+			}
+			assert.Equal(t, before, nodeSlots(t, c), "%s: a slot changed", tt.name)
+		}
+	})
+
 	// The bad images that fail on the node itself are tried on one node
-	// in TestPowerCutDuringStaging; this one needs the gate.
+	// in TestBadSlots; this one needs the gate.
 	bad := []badSlot{
 		{"broken etcd fails the gate", "bad-etcd.tar", "etcdbox: slot a rolled back: ", "", `(gate|init) failed: `},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			ref := pushImage(t, c, img(tt.image))
+			ref := pushSigned(t, c, img(tt.image), trusted)
 			marks := map[string]int64{}
 			for _, n := range c.Nodes() {
 				vm, err := c.VM(n.Name)
@@ -230,7 +275,7 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 
 	t.Run("v2 to v3 back to the previous minor", func(t *testing.T) {
-		ref := pushImage(t, c, img("v3.tar"))
+		ref := pushSigned(t, c, img("v3.tar"), trusted)
 		r := newRoll(t, c, ref)
 		r.ImageEtcd = prev
 		var log []string
@@ -419,4 +464,47 @@ func buildBadImage(t *testing.T, initBin, version, out string, drivers []string,
 		Drivers: drivers, Cmdline: cmdline, Format: image.FormatOCI, Output: out, Version: version,
 	})
 	require.NoError(t, err)
+}
+
+// signingKey makes a signing key pair and returns the signer and the
+// public key's PEM.
+func signingKey(t *testing.T) (crypto.Signer, string) {
+	t.Helper()
+	priv, pub, err := imagesig.GenerateKey()
+	require.NoError(t, err)
+	k, err := imagesig.ParsePrivateKey(priv)
+	require.NoError(t, err)
+	return k, string(pub)
+}
+
+// pushSigned pushes the OCI tarball at path to the cluster's registry,
+// signs it with key, and returns the guests' reference.
+func pushSigned(t *testing.T, c *cluster.Cluster, path string, key crypto.Signer) string {
+	t.Helper()
+	ref := pushImage(t, c, path)
+	signRef(t, c, ref, key)
+	return ref
+}
+
+// signRef signs the image the guests know as ref (on the cluster's
+// registry, which this process reaches on its loopback address).
+func signRef(t *testing.T, c *cluster.Cluster, ref string, key crypto.Signer) {
+	t.Helper()
+	addr, err := c.RegistryAddr()
+	require.NoError(t, err)
+	d, err := name.NewDigest(strings.Replace(ref, cluster.GuestRegistry(), addr, 1), name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, imagesig.Sign(t.Context(), d, key))
+}
+
+// nodeSlots is every node's slots as its node API reports them.
+func nodeSlots(t *testing.T, c *cluster.Cluster) map[string][]nodeapi.Slot {
+	t.Helper()
+	out := map[string][]nodeapi.Slot{}
+	for _, n := range c.Nodes() {
+		st, err := nodeAPI(t, c, n).Status(t.Context())
+		require.NoError(t, err)
+		out[n.Name] = st.Slots
+	}
+	return out
 }

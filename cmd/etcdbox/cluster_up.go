@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
@@ -21,6 +22,7 @@ type upOptions struct {
 	nodes, memory int
 	cpus          int
 	timeout       time.Duration
+	trustedKeys   []string // files
 }
 
 func newClusterUpCmd() *cobra.Command {
@@ -64,6 +66,7 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 	fl.IntVar(&o.memory, "memory", 1024, "memory per node in MiB")
 	fl.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per node")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the cluster")
+	fl.StringArrayVar(&o.trustedKeys, "trusted-key", nil, "a new cluster's nodes stage only images signed by this public key (PEM; repeatable; see etcdbox sign)")
 	addAccelFlag(fl, &o.accel)
 	cmd.MarkFlagRequired("dir")
 	return cmd
@@ -79,6 +82,16 @@ func clusterUp(ctx context.Context, stdout io.Writer, o upOptions) error {
 		return err
 	}
 	cfg.MemoryMiB, cfg.CPUs, cfg.Image, cfg.Accel = o.memory, o.cpus, o.image, o.accel
+	for _, f := range o.trustedKeys {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--trusted-key: %w", err)
+		}
+		if _, err := imagesig.ParsePublicKey(string(b)); err != nil {
+			return fmt.Errorf("--trusted-key %s: %w", f, err)
+		}
+		cfg.Upgrade.TrustedKeys = append(cfg.Upgrade.TrustedKeys, string(b))
+	}
 	st, err := cluster.ReadState(dir)
 	resume := err == nil && len(st.Nodes) > 0
 	if !resume && o.nodes == 0 {

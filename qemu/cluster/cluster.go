@@ -94,6 +94,9 @@ type Upgrade struct {
 	// blessed, Gate how long it may take at most (defaults 15s and
 	// 180s); whole seconds.
 	Settle, Gate time.Duration
+	// TrustedKeys are public keys (PEM) an image must be signed by before
+	// a node stages it (discovery.Upgrade.TrustedKeys); none: unchecked.
+	TrustedKeys []string
 }
 
 // State is D/state.json: what Up and Add set up, read by the other verbs

@@ -57,6 +57,7 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 			Tries:              up.Tries,
 			SettleSeconds:      int(up.Settle / time.Second),
 			GateSeconds:        int(up.Gate / time.Second),
+			TrustedKeys:        up.TrustedKeys,
 		},
 	}
 	b, err := s.Marshal()
