@@ -37,6 +37,7 @@ api:
   port: 9379                    # the node API
 upgrade:
   registries: [registry.example.internal:5000]  # pull upgrades only from here
+  # trustedKeys: [PUBLIC KEY PEM]  # stage only images signed by one of these (etcdbox sign)
   tries: 3                      # boots of a new slot before the firmware falls back
   settleSeconds: 30             # healthy this long before a new slot is blessed
   gateSeconds: 300              # else it is marked bad and the node boots the old slot
