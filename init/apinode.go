@@ -25,7 +25,7 @@ import (
 
 // serveAPI starts the node API on the seed's api.port (DESIGN §8).
 func (n *node) serveAPI(context.Context) error {
-	srv, err := api.New(api.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.log.Printf})
+	srv, err := api.New(api.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.limited.Printf})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ import (
 type node struct {
 	log  *console.Logger
 	ring *console.Ring // the last lines of etcd's log, for the node API
+	// limited is log behind a rate limiter, for lines a stranger can cause.
+	limited *console.Limiter
 
 	// flags
 	container bool
@@ -78,6 +80,9 @@ func newNode() *node {
 	}
 	// The ring holds the init's lines and etcd's, for the node API's logs.
 	n.log = console.New(out, n.ring)
+	// What strangers can make the node log (refused TLS handshakes on
+	// the node API) goes through a limiter.
+	n.limited = console.NewLimiter(n.log)
 	return n
 }
 

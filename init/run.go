@@ -65,6 +65,10 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		// stall etcd in write(2). The ring keeps them all.
 		out = io.MultiWriter(n.ring, console.NewAsync(f, 4096))
 	}
+	// etcd logs every refused connection, which anyone who reaches its
+	// ports can cause: repeats are limited before the ring and console
+	// (the removed-member watch still reads every line).
+	out = console.NewLimiter(out)
 	sup := &supervise.Supervisor{
 		Name:    "etcd",
 		Path:    n.etcdBin,
