@@ -1,0 +1,245 @@
+package discovery
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseSeedBad(t *testing.T) {
+	f := newFixture(t)
+	issuing := f.issuing()
+	pkiWith := func(fields ...string) string {
+		s := "pki:\n"
+		for i := 0; i+1 < len(fields); i += 2 {
+			s += "  " + fields[i] + ": " + block(fields[i+1], 4) + "\n"
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		yaml string
+		// want maps each key path that must be reported to a part of its
+		// message. No other paths may be reported.
+		want map[string]string
+	}{
+		{name: "empty", yaml: "", want: map[string]string{"cluster": "required", "pki.caCert": "required"}},
+		{name: "not a mapping", yaml: "- cluster\n", want: map[string]string{"seed": "want a mapping, got a list"}},
+		{name: "scalar", yaml: "demo\n", want: map[string]string{"seed": `want a mapping, got string "demo"`}},
+		{name: "unknown key", yaml: "cluster: demo\nclustr: demo\n" + issuing, want: map[string]string{"clustr": "unknown key"}},
+		{
+			name: "unknown key with required missing",
+			yaml: "clustr: demo\n" + issuing,
+			want: map[string]string{"clustr": "unknown key", "cluster": "required"},
+		},
+		{
+			name: "unknown nested keys",
+			yaml: "cluster: demo\nnetwork:\n  interfaces:\n    - name: eth0\n      dhcp: true\n    - name: eth1\n      adresses: [10.0.0.1/24]\n" + issuing,
+			want: map[string]string{
+				"network.interfaces[1].adresses": "unknown key",
+				"network.interfaces[1]":          "needs dhcp: true or addresses",
+			},
+		},
+		{
+			name: "mistyped keys",
+			yaml: "cluster: demo\nnmae: n1\nnetwork:\n  interfaces:\n    - name: eth0\n      adresses: [10.0.0.1/24]\n      dhcp: true\n  zzz: 1\n" + issuing,
+			want: map[string]string{
+				"nmae":                           `unknown key (did you mean "name"?)`,
+				"network.interfaces[0].adresses": `unknown key (did you mean "addresses"?)`,
+				"network.zzz":                    "unknown key",
+			},
+		},
+		{
+			name: "wrong case",
+			yaml: "cluster: demo\netcd: {clientport: 2379}\n" + issuing,
+			want: map[string]string{"etcd.clientport": `unknown key (did you mean "clientPort"?)`},
+		},
+		{name: "bad node name", yaml: "cluster: demo\nname: N1\n" + issuing, want: map[string]string{"name": `"N1" is not a valid node name`}},
+		{name: "bad upgrade settings", yaml: "cluster: demo\nupgrade: {registries: [\"https://r.example.com\", r.example.com/etcdbox, \"r:\"], insecureRegistries: [nohost], tries: 12, settleSeconds: 90, gateSeconds: 60}\n" + issuing,
+			want: map[string]string{"upgrade.insecureRegistries[0]": `"nohost": want host:port`,
+				"upgrade.registries[0]": `"https://r.example.com": want a registry host (and port), without a scheme`,
+				"upgrade.registries[1]": `"r.example.com/etcdbox": want a registry host (and port), without a path`,
+				"upgrade.registries[2]": `"r:": want host or host:port`, "upgrade.tries": "12: want 1 to 9", "upgrade": "settleSeconds 90 must be shorter than gateSeconds 60"}},
+		{name: "bad trusted key", yaml: "cluster: demo\nupgrade: {trustedKeys: [cosign.pub]}\n" + issuing,
+			want: map[string]string{"upgrade.trustedKeys[0]": "not a public key: no PEM block"}},
+		{name: "bad etcd maintenance settings", yaml: "cluster: demo\netcd: {autoCompactionRetention: 1d, quotaBackendBytes: 1000}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"1d": want a duration such as 30m or 2h`, "etcd.quotaBackendBytes": "1000: want 67108864 (64 MiB) to 68719476736 (64 GiB)"}},
+		{name: "short compaction retention, huge quota", yaml: "cluster: demo\netcd: {autoCompactionRetention: 10s, quotaBackendBytes: 137438953472}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"10s": shorter than 1m0s`, "etcd.quotaBackendBytes": "137438953472: want"}},
+		{name: "bad cluster name", yaml: "cluster: my_cluster\n" + issuing, want: map[string]string{"cluster": `"my_cluster" is not a valid cluster name`}},
+		{name: "long cluster name", yaml: "cluster: " + strings.Repeat("a", 64) + "\n" + issuing, want: map[string]string{"cluster": "not a valid cluster name"}},
+		{name: "number for string", yaml: "cluster: 123\n" + issuing, want: map[string]string{"cluster": "want a string, got number 123"}},
+		{name: "string for integer", yaml: "cluster: demo\netcd: {clientPort: big}\n" + issuing, want: map[string]string{"etcd.clientPort": `want an integer, got string "big"`}},
+		{name: "fraction for integer", yaml: "cluster: demo\netcd: {peerPort: 2380.5}\n" + issuing, want: map[string]string{"etcd.peerPort": "want an integer, got number 2380.5"}},
+		{name: "string for bool", yaml: "cluster: demo\nnetwork: {interfaces: [{dhcp: \"on\"}]}\n" + issuing, want: map[string]string{"network.interfaces[0].dhcp": `want true or false, got string "on"`, "network.interfaces[0]": "needs dhcp"}},
+		{name: "mapping for list", yaml: "cluster: demo\ndiscovery: {peers: {name: n1}}\n" + issuing, want: map[string]string{"discovery.peers": "want a list, got a mapping"}},
+		{name: "list for mapping", yaml: "cluster: demo\nnetwork: []\n" + issuing, want: map[string]string{"network": "want a mapping, got a list"}},
+		{
+			name: "addresses",
+			yaml: "cluster: demo\nnetwork:\n  interfaces:\n    - name: eth0\n      addresses: [10.0.0.11/24, x, 10.0.0.12]\n      gateway: 10.0.0.256\n      mtu: 10\n" + issuing,
+			want: map[string]string{
+				"network.interfaces[0].addresses[1]": `invalid CIDR "x"`,
+				"network.interfaces[0].addresses[2]": `invalid CIDR "10.0.0.12" (want address/prefix length, e.g. 10.0.0.12/24)`,
+				"network.interfaces[0].gateway":      `invalid IP address "10.0.0.256"`,
+				"network.interfaces[0].mtu":          "10 out of range 68-65535",
+			},
+		},
+		{
+			name: "interfaces",
+			yaml: `cluster: demo
+network:
+  interfaces:
+    - {name: eth0, dhcp: true}
+    - {name: eth0, dhcp: true}
+    - {mac: "52:54:00:00:00:01", dhcp: true}
+    - {mac: "52-54-00-00-00-01", dhcp: true}
+    - {mac: "zz", name: "a/b", dhcp: true}
+    - {dhcp: true}
+    - {name: this-name-is-too-long, dhcp: true}
+  dns: [10.0.0.1, resolver]
+  search: [example.internal, -bad-]
+` + issuing,
+			want: map[string]string{
+				"network.interfaces[1].name": `"eth0" already used by network.interfaces[0]`,
+				"network.interfaces[3].mac":  "52:54:00:00:00:01 already used by network.interfaces[2]",
+				"network.interfaces[4].mac":  `invalid MAC address "zz"`,
+				"network.interfaces[4].name": `"a/b" is not a valid interface name`,
+				"network.interfaces[5]":      "name or mac required when several interfaces are listed",
+				"network.interfaces[6].name": "not a valid interface name",
+				"network.dns[1]":             `invalid IP address "resolver"`,
+				"network.search[1]":          `"-bad-" is not a valid domain name`,
+			},
+		},
+		{
+			name: "srv and peers",
+			yaml: "cluster: demo\ndiscovery:\n  srv: example.internal\n  peers: [{name: n1, host: 10.0.0.1}]\n" + issuing,
+			want: map[string]string{"discovery": "srv and peers are exclusive"},
+		},
+		{
+			name: "srv names",
+			yaml: "cluster: demo\ndiscovery: {srv: \"bad domain\", initialSize: -1}\n" + issuing,
+			want: map[string]string{"discovery.srv": `"bad domain" is not a valid domain name`, "discovery.initialSize": "-1 is negative"},
+		},
+		{
+			name: "srvName without srv",
+			yaml: "cluster: demo\ndiscovery: {srvName: blue}\n" + issuing,
+			want: map[string]string{"discovery.srvName": "needs discovery.srv"},
+		},
+		{
+			name: "peers",
+			yaml: `cluster: demo
+discovery:
+  initialSize: 9
+  peers:
+    - {name: n1, host: 10.0.0.1}
+    - {name: n1, host: 10.0.0.2}
+    - {host: 10.0.0.3}
+    - {name: n4}
+    - {name: n5, host: "bad host", peerPort: 70000, clientPort: -1}
+    - {name: n6, host: 10.0.0.1, peerPort: 2380}
+    - {name: n7, host: 10.0.0.7, apiPort: 0x10000}
+    - {name: n8, host: 10.0.0.8, peerPort: 4000, apiPort: 4000}
+` + issuing,
+			want: map[string]string{
+				"discovery.peers[1].name":       `"n1" already used by discovery.peers[0]`,
+				"discovery.peers[2].name":       "required",
+				"discovery.peers[3].host":       "required",
+				"discovery.peers[4].host":       `"bad host" is not an IP address or DNS name`,
+				"discovery.peers[4].peerPort":   "port 70000 out of range 1-65535",
+				"discovery.peers[4].clientPort": "port -1 out of range",
+				"discovery.peers[5]":            "peer address 10.0.0.1:2380 already used by discovery.peers[0]",
+				"discovery.peers[6].apiPort":    "port 65536 out of range 1-65535",
+				"discovery.peers[7].apiPort":    "4000 is also an etcd port of this peer",
+				"discovery.initialSize":         "9 exceeds the 8 peers listed",
+			},
+		},
+		{
+			name: "ports",
+			yaml: "cluster: demo\netcd: {clientPort: 2380}\napi: {port: 0x10000}\n" + issuing,
+			want: map[string]string{
+				"etcd":     "clientPort and peerPort are both 2380",
+				"api.port": "port 65536 out of range 1-65535",
+			},
+		},
+		{
+			name: "api port collides",
+			yaml: "cluster: demo\napi: {port: 2379}\n" + issuing,
+			want: map[string]string{"api.port": "2379 is also an etcd port"},
+		},
+		{name: "caKey without caCert", yaml: "cluster: demo\n" + pkiWith("caKey", f.caKey), want: map[string]string{"pki": "caKey without caCert"}},
+		{name: "caCert alone", yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert), want: map[string]string{"pki": "needs caKey"}},
+		{
+			name: "cert without key",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.cert),
+			want: map[string]string{"pki": "cert without key"},
+		},
+		{
+			name: "key without cert and caKey",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "caKey", f.caKey, "key", f.key),
+			want: map[string]string{"pki": "key without cert; pki: caKey and cert/key are exclusive; "},
+		},
+		{
+			name: "bad PEM",
+			yaml: "cluster: demo\npki: {caCert: nonsense, caKey: nonsense}\n",
+			want: map[string]string{"pki.caCert": "no PEM block found", "pki.caKey": "no PEM block found"},
+		},
+		{
+			name: "leaf as CA",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.cert, "caKey", f.key),
+			want: map[string]string{"pki.caCert": `certificate "n1" is not a CA`},
+		},
+		{
+			name: "CA key mismatch",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "caKey", f.key),
+			want: map[string]string{"pki.caKey": "private key does not match certificate"},
+		},
+		{
+			name: "cert from another CA",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.otherCert, "key", f.key),
+			want: map[string]string{"pki.cert": "not signed by pki.caCert", "pki.key": "private key does not match"},
+		},
+		{
+			name: "client-only cert",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.clientCert, "key", f.key),
+			want: map[string]string{"pki.cert": "needs both server and client auth", "pki.key": "does not match"},
+		},
+		{
+			name: "everything at once",
+			yaml: "name: N1\nbogus: 1\nnetwork: {interfaces: [{name: eth0, addresses: [x]}]}\ndiscovery: {srv: a.b, peers: [{name: n1, host: h}]}\n" + pkiWith("caKey", f.caKey),
+			want: map[string]string{
+				"bogus":                              "unknown key",
+				"cluster":                            "required",
+				"name":                               `"N1" is not a valid node name`,
+				"network.interfaces[0].addresses[0]": `invalid CIDR "x"`,
+				"discovery":                          "srv and peers are exclusive",
+				"pki":                                "caKey without caCert",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseSeed([]byte(tt.yaml))
+			require.Error(t, err, "ParseSeed = %+v, want error", s)
+			assert.Nil(t, s)
+			var merr *multierror.Error
+			require.ErrorAs(t, err, &merr, "error %v is not a list of problems", err)
+			got := map[string]string{}
+			for _, e := range merr.Errors {
+				var fe *FieldError
+				require.ErrorAs(t, e, &fe)
+				got[fe.Path] += fe.Error() + "; "
+			}
+			for path, msg := range tt.want {
+				assert.Contains(t, got, path, "ParseSeed error = %v, want a problem at %s", err, path)
+				assert.Contains(t, got[path], msg, "problems at %s", path)
+			}
+			for path := range got {
+				assert.Contains(t, tt.want, path, "unexpected problem %q", got[path])
+			}
+			assert.NotContains(t, err.Error(), "\n", "one line for the console")
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"crypto"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/imagesig"
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/rollout"
+)
+
+// The images, registry pushes, signatures and rolls of the upgrade tests.
+
+// rollDeadline bounds a roll of three nodes under software emulation: per
+// node a pull, a reboot (20-40 s), the gate's settle time, and slack.
+const rollDeadline = 20 * time.Minute
+
+// buildInit builds the test-hook init from this tree, so the images carry
+// the node API this test drives (snapshot, last rollback) whatever
+// bin/init-testhooks holds.
+func buildInit(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "init")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", "testhooks", "-o", out, "./init")
+	cmd.Dir = testenv.Root(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./init: %s", b)
+	return out
+}
+
+// buildRollImage builds an image of version with etcdBin as /usr/bin/etcd, raw
+// at out (.img) or an OCI tarball (.tar).
+func buildRollImage(t *testing.T, initBin, etcdBin, version, out string) {
+	t.Helper()
+	vmlinuz, modules := testenv.Kernel(t)
+	cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: etcdBin, Init: initBin, Output: out, Version: version}
+	if filepath.Ext(out) == ".tar" {
+		cfg.Format = image.FormatOCI
+	} else {
+		cfg.Bootloader = testenv.Bootloader(t)
+	}
+	_, err := image.Build(context.Background(), cfg)
+	require.NoError(t, err)
+}
+
+// pushImage pushes the OCI tarball to the cluster's registry and returns
+// the guests' reference.
+func pushImage(t *testing.T, c *cluster.Cluster, path string) string {
+	t.Helper()
+	img, err := tarball.ImageFromPath(path, nil)
+	require.NoError(t, err)
+	ref, err := c.Push(t.Context(), img)
+	require.NoError(t, err)
+	return ref
+}
+
+// newRoll returns a roll of ref over every node of c.
+func newRoll(t *testing.T, c *cluster.Cluster, ref string) *rollout.Roll {
+	t.Helper()
+	tc, err := c.TLS()
+	require.NoError(t, err)
+	var nodes []rollout.Node
+	var eps []string
+	for _, n := range c.Nodes() {
+		api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), c.PKIDir())
+		require.NoError(t, err)
+		t.Cleanup(api.Close)
+		nodes = append(nodes, rollout.Node{Name: n.Name, API: api, EtcdEndpoint: n.Endpoint()})
+		eps = append(eps, n.Endpoint())
+	}
+	cli, err := rollout.Dial(eps, tc)
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return &rollout.Roll{Image: ref, Nodes: nodes, Etcd: rollout.NewEtcd(cli, tc), By: "e2e", Log: t.Logf, ReadyWait: 3 * time.Minute}
+}
+
+// signingKey makes a signing key pair and returns the signer and the
+// public key's PEM.
+func signingKey(t *testing.T) (crypto.Signer, string) {
+	t.Helper()
+	priv, pub, err := imagesig.GenerateKey()
+	require.NoError(t, err)
+	k, err := imagesig.ParsePrivateKey(priv)
+	require.NoError(t, err)
+	return k, string(pub)
+}
+
+// pushSigned pushes the OCI tarball at path to the cluster's registry,
+// signs it with key, and returns the guests' reference.
+func pushSigned(t *testing.T, c *cluster.Cluster, path string, key crypto.Signer) string {
+	t.Helper()
+	ref := pushImage(t, c, path)
+	signRef(t, c, ref, key)
+	return ref
+}
+
+// signRef signs the image the guests know as ref (on the cluster's
+// registry, which this process reaches on its loopback address).
+func signRef(t *testing.T, c *cluster.Cluster, ref string, key crypto.Signer) {
+	t.Helper()
+	addr, err := c.RegistryAddr()
+	require.NoError(t, err)
+	d, err := name.NewDigest(strings.Replace(ref, cluster.GuestRegistry(), addr, 1), name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, imagesig.Sign(t.Context(), d, key))
+}
+
+// nodeSlots is every node's slots as its node API reports them.
+func nodeSlots(t *testing.T, c *cluster.Cluster) map[string][]nodeapi.Slot {
+	t.Helper()
+	out := map[string][]nodeapi.Slot{}
+	for _, n := range c.Nodes() {
+		st, err := nodeAPI(t, c, n).Status(t.Context())
+		require.NoError(t, err)
+		out[n.Name] = st.Slots
+	}
+	return out
+}
