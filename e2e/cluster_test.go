@@ -31,8 +31,10 @@ import (
 //     three under writes: `cluster remove` (decommission) of n4, and
 //     `etcdbox members remove` of n5;
 //   - the faults (testFaults): kill, pause and partition of the leader,
-//     a replaced disk under writes, and a cold start of all three with
-//     one disk wiped and every node renumbered;
+//     a replaced disk under writes, a full power-off and boots in three
+//     orders (testBootOrders: each node first once, one node last after
+//     writes), and a cold start of all three with one disk wiped and every
+//     node renumbered;
 //   - two of three disks wiped: no cluster forms (the last step: the
 //     cluster then waits for an operator's recovery).
 func TestCluster(t *testing.T) {
