@@ -131,3 +131,16 @@ func nodeSlots(t *testing.T, c *cluster.Cluster) map[string][]nodeapi.Slot {
 	}
 	return out
 }
+
+// consoleMarks is every node's console offset now, to read what comes
+// after it.
+func consoleMarks(t *testing.T, c *cluster.Cluster) map[string]int64 {
+	t.Helper()
+	marks := map[string]int64{}
+	for _, n := range c.Nodes() {
+		vm, err := c.VM(n.Name)
+		require.NoError(t, err)
+		marks[n.Name] = vm.Mark()
+	}
+	return marks
+}

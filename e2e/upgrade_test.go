@@ -134,12 +134,7 @@ func TestRollingUpgrade(t *testing.T) {
 				signRef(t, c, ref, tt.sign)
 			}
 			before := nodeSlots(t, c)
-			marks := map[string]int64{}
-			for _, n := range c.Nodes() {
-				vm, err := c.VM(n.Name)
-				require.NoError(t, err)
-				marks[n.Name] = vm.Mark()
-			}
+			marks := consoleMarks(t, c)
 			r := newRoll(t, c, ref)
 			r.ImageEtcd = cur
 			ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
@@ -165,12 +160,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			ref := pushSigned(t, c, img(tt.image), trusted)
-			marks := map[string]int64{}
-			for _, n := range c.Nodes() {
-				vm, err := c.VM(n.Name)
-				require.NoError(t, err)
-				marks[n.Name] = vm.Mark()
-			}
+			marks := consoleMarks(t, c)
 			r := newRoll(t, c, ref)
 			r.ImageEtcd = cur // the images say which etcd they carry; these run it or nothing
 			ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
