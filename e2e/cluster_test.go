@@ -26,10 +26,10 @@ import (
 //     reads back through every other;
 //   - a guest's lookup of a name outside the cluster fails fast, the
 //     network's DNS refused it, and nothing was routed;
-//   - `add` scales it to five, one node at a time (each first a learner,
-//     then a voter; the three first members never restart), then back to
-//     three under writes: `cluster remove` (decommission) of n4, and
-//     `etcdbox members remove` of n5;
+//   - `add` scales it to five under writes, one node at a time (each
+//     first a learner, then a voter; the three first members never
+//     restart), then back to three under writes: `cluster remove`
+//     (decommission) of n4, and `etcdbox members remove` of n5;
 //   - the faults (testFaults): kill, pause and partition of the leader,
 //     a replaced disk under writes, a full power-off and boots in three
 //     orders (testBootOrders: each node first once, one node last after
@@ -89,6 +89,8 @@ func TestCluster(t *testing.T) {
 			require.NoError(t, err)
 			marks[name] = vm.Mark()
 		}
+		// Under the writer, on the three first nodes' endpoints.
+		w := startWriter(t, c)
 		for _, want := range []string{"n4", "n5"} {
 			actx, cancel := context.WithTimeout(ctx, clusterDeadline)
 			j, err := c.Add(actx)
@@ -98,6 +100,8 @@ func TestCluster(t *testing.T) {
 			assert.True(t, j.AsLearner, "%s was never seen as a learner", want)
 			t.Logf("add %s: a learner after %s, a voter after %s", j.Node.Name, j.Learner.Round(time.Second), j.Voter.Round(time.Second))
 		}
+		res := stopWriter(t, w)
+		t.Logf("writer across the scale-out to five: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
 		all := []string{"n1", "n2", "n3", "n4", "n5"}
 		checkOneCluster(ctx, t, c, all)
 		for _, name := range old {
