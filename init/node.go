@@ -106,18 +106,33 @@ func (n *node) pkiDir() string   { return filepath.Join(n.stateDir(), "pki") }
 func (n *node) handleShutdown() {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	reboot := false
 	select {
 	case s := <-sigc:
 		n.log.Printf("%s received: shutting down", s)
-		n.shutdown(false)
 	case r := <-n.powerc:
 		what := "shutting down"
 		if r.reboot {
 			what = "rebooting"
 		}
 		n.log.Printf("%s: %s", r.why, what)
-		n.shutdown(r.reboot)
+		reboot = r.reboot
 	}
+	n.shutdownUnsupervised(reboot)
+}
+
+// shutdownUnsupervised runs the shutdown in a goroutine of its own,
+// outside the recovery of supervise.Go that runs handleShutdown: a panic
+// while the node stops (etcd half stopped, filesystems half unmounted)
+// still ends PID 1, and the kernel's panic=10 reboots the machine, rather
+// than leaving it half down and waiting for another request.
+func (n *node) shutdownUnsupervised(reboot bool) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.shutdown(reboot)
+	}()
+	<-done
 }
 
 // shutdownRequest asks handleShutdown to power off or reboot.

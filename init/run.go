@@ -62,7 +62,8 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		out = io.MultiWriter(n.ring, os.Stderr)
 	} else if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
 		// The console is slow; an Async sink drops lines rather than
-		// stall etcd in write(2). The ring keeps them all.
+		// stall etcd in write(2). The ring keeps them all, but for the
+		// repeats the limiter below holds back.
 		out = io.MultiWriter(n.ring, console.NewAsync(f, 4096))
 	}
 	// etcd logs every refused connection, which anyone who reaches its
