@@ -30,7 +30,8 @@ import (
 // guests pull upgrade images from (RegistryPort; the seed lists it as an
 // insecure registry), and on a host loopback port, written to
 // D/net/RegistryFile, where the CLI and tests push. Images live as long
-// as the daemon.
+// as the daemon: its manifests in its memory, their blobs in
+// D/net/RegistryBlobDir (blobs.go), which a new daemon empties.
 const (
 	RegistryPort = 5000
 	RegistryFile = "registry.addr"
@@ -47,7 +48,11 @@ func GuestRegistry() string {
 // serveRegistry serves the registry on n's gateway and on a loopback port
 // whose address it writes to dir/RegistryFile.
 func serveRegistry(n *vnet.Network, dir string, logf func(string, ...any)) error {
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	blobs := filepath.Join(dir, RegistryBlobDir)
+	if err := os.RemoveAll(blobs); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithBlobHandler(blobStore{blobs}))
 	gl, err := n.Listen(RegistryPort)
 	if err != nil {
 		return fmt.Errorf("registry: %w", err)

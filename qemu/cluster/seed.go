@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
+	"github.com/etcdbox/etcdbox/pki"
 )
 
 // seed returns the seed every node of the cluster boots with: the
@@ -65,6 +66,28 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	return b, nil
+}
+
+// Seed makes the CA of a new cluster in dir (unless it has one) and
+// returns the seed Up gives the nodes of that cluster, for images that
+// carry it on their kernel command line (etcdbox.seed=) rather than read
+// it from the seed volume: Up keeps the CA it finds.
+func Seed(dir, domain string, initialSize int, up Upgrade) ([]byte, error) {
+	pkiDir := filepath.Join(dir, PKIDir)
+	if _, err := ensureCA(pkiDir); err != nil {
+		return nil, err
+	}
+	return seedWith(pkiDir, or(domain, DefaultDomain), initialSize, up)
+}
+
+// ensureCA makes a CA and an admin certificate in pkiDir unless it holds
+// a CA, and says whether it made them.
+func ensureCA(pkiDir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(pkiDir, pki.CACertFile))
+	if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, pki.Init(pkiDir, false)
 }
 
 // ensureSeed writes D/seed.img, the NoCloud volume attached read-only to

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/vnet"
 )
@@ -100,13 +98,10 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	st.GuestPorts = cfg.GuestPorts
 
 	pkiDir := filepath.Join(dir, PKIDir)
-	if _, err := os.Stat(filepath.Join(pkiDir, pki.CACertFile)); errors.Is(err, fs.ErrNotExist) {
-		if err := pki.Init(pkiDir, false); err != nil {
-			return nil, err
-		}
-		if cfg.Log != nil {
-			cfg.Log("pki: made a CA and an admin certificate in %s", pkiDir)
-		}
+	if made, err := ensureCA(pkiDir); err != nil {
+		return nil, err
+	} else if made && cfg.Log != nil {
+		cfg.Log("pki: made a CA and an admin certificate in %s", pkiDir)
 	}
 	c, err := newCluster(cfg, st)
 	if err != nil {
