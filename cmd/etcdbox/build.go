@@ -116,23 +116,26 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	}
 	// A seed is checked with the node's own parser before it is baked in:
 	// a node that boots a bad seed stops and waits for an operator.
+	oci := f.format == string(image.FormatOCI) || f.push != ""
 	if f.seed != "" {
 		data, err := os.ReadFile(f.seed)
 		if err != nil {
 			return image.Config{}, fmt.Errorf("--seed: %w", err)
 		}
-		seed, err := discovery.ParseSeed(data)
-		if err != nil {
-			return image.Config{}, fmt.Errorf("--seed %s: %w", f.seed, err)
+		if err := checkBakedSeed("--seed "+f.seed, data, oci, "anyone who can read this disk image", warn); err != nil {
+			return image.Config{}, err
 		}
-		// The CA key signs every certificate of the cluster. An OCI image
-		// is made to be pushed and pulled, so it never carries one; a
-		// disk image for one machine may, with a warning.
-		if seed.PKI.CAKey != "" {
-			if f.format == string(image.FormatOCI) || f.push != "" {
-				return image.Config{}, fmt.Errorf("--seed %s holds pki.caKey, the cluster's CA key: an OCI image goes to registries, so it must not carry it; give nodes the seed through a cidata volume or cloud metadata, or bake it into a raw disk image for one machine", f.seed)
-			}
-			fmt.Fprintf(warn, "warning: --seed %s holds pki.caKey: anyone who can read this disk image can issue certificates of the cluster; prefer a cidata volume or cloud metadata\n", f.seed)
+	}
+	// So is one on the kernel command line, which the image's boot entry
+	// (raw) or its boot/cmdline (OCI) carries.
+	if data, ok, err := discovery.SeedFromCmdline(f.cmdline); err != nil {
+		return image.Config{}, fmt.Errorf("--cmdline: %w", err)
+	} else if ok {
+		// The kernel prints its command line on the console, and clouds
+		// keep console output.
+		if err := checkBakedSeed("--cmdline "+discovery.CmdlineSeedKey+"=", data, oci,
+			"the kernel prints it on the console at every boot, and clouds keep console output, so anyone who can read that", warn); err != nil {
+			return image.Config{}, err
 		}
 	}
 	cfg := image.Config{
@@ -247,4 +250,25 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("want a positive size such as 1G or 600M, got %q", s)
 	}
 	return n << shift, nil
+}
+
+// checkBakedSeed parses a seed that goes into an image (what names where
+// it came from, readers who can read it there) and refuses or warns when
+// it holds the CA key, which
+// signs every certificate of the cluster. An OCI image is made to be
+// pushed and pulled, so it never carries one; a disk image for one
+// machine may, with a warning.
+func checkBakedSeed(what string, data []byte, oci bool, readers string, warn io.Writer) error {
+	seed, err := discovery.ParseSeed(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if seed.PKI.CAKey == "" {
+		return nil
+	}
+	if oci {
+		return fmt.Errorf("%s holds pki.caKey, the cluster's CA key: an OCI image goes to registries, so it must not carry it; give nodes the seed through a cidata volume or cloud metadata, or bake it into a raw disk image for one machine", what)
+	}
+	fmt.Fprintf(warn, "warning: %s holds pki.caKey: %s can issue certificates of the cluster; prefer a cidata volume or cloud metadata\n", what, readers)
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,6 +90,12 @@ func TestBuildCommandErrors(t *testing.T) {
 		{name: "a CA key pushed", args: func(out string) []string {
 			return buildArgs(t, "--format", "oci", "--push", "127.0.0.1:1/a:b", "--seed", caKeySeed(t))
 		}, want: []string{"pki.caKey"}},
+		{name: "a CA key on an OCI image's command line", args: func(out string) []string {
+			return buildArgs(t, "-o", out+".tar", "--format", "oci", "--cmdline", "quiet etcdbox.seed="+cmdlineSeed(t, caKeySeed(t)))
+		}, want: []string{"--cmdline etcdbox.seed= holds pki.caKey", "OCI image goes to registries"}},
+		{name: "a bad command-line seed", args: func(out string) []string {
+			return buildArgs(t, "-o", out, "--cmdline", "etcdbox.seed=not*base64")
+		}, want: []string{"--cmdline: etcdbox.seed: invalid base64"}},
 		{name: "bad SOURCE_DATE_EPOCH", args: func(out string) []string { return buildArgs(t, "-o", out) }, env: "yesterday",
 			want: []string{"SOURCE_DATE_EPOCH", "yesterday"}},
 	} {
@@ -125,6 +132,14 @@ func caKeySeed(t *testing.T) string {
 	return seed
 }
 
+// cmdlineSeed is the seed file at path as etcdbox.seed= takes it.
+func cmdlineSeed(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
 // TestBuildCommand builds a raw disk through the CLI with the default
 // kernel, modules and bootloader (the cache) and a custom size.
 func TestBuildCommand(t *testing.T) {
@@ -136,11 +151,13 @@ func TestBuildCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "etcdbox.img")
 	var stdout, stderr bytes.Buffer
 	seed := caKeySeed(t)
-	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1", "--seed", seed), &stdout, &stderr)
+	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1 etcdbox.seed="+cmdlineSeed(t, seed), "--seed", seed), &stdout, &stderr)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
-	// A raw disk for one machine may carry the CA key, with a warning.
+	// A raw disk for one machine may carry the CA key, with a warning;
+	// on the command line, with another: the console shows it.
 	assert.Contains(t, stderr.String(), "warning: --seed "+seed+" holds pki.caKey")
+	assert.Contains(t, stderr.String(), "warning: --cmdline etcdbox.seed= holds pki.caKey: the kernel prints it on the console")
 	fi, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, int64(600<<20), fi.Size())
