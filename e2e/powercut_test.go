@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -37,20 +39,30 @@ const (
 // bootable; then it stages v2 again, reboots, and checks that the node
 // ends on the new slot, blessed. (The images that fail their first boot
 // are TestBadSlots'.)
+//
+// The node boots with its seed, CA key included, on the kernel command
+// line: neither the console (the kernel's own prints of its command line
+// aside), nor the node API's log, nor the entry staged for v2 holds a
+// piece of the key or of the etcdbox.seed= value.
 func TestPowerCutDuringStaging(t *testing.T) {
 	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t, lanePower)
 	dir := t.TempDir()
 	initBin := buildInit(t)
 	v1img, v2 := filepath.Join(dir, "v1.img"), filepath.Join(dir, "v2.tar")
-	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
+	// v1 carries the cluster's seed, CA key included, on its kernel
+	// command line (the seed volume holds the same seed, read only when
+	// the command line has none): the console, the node API's log and the
+	// entry the agent stages for v2 never show it.
+	cdir := filepath.Join(dir, "c")
+	up := cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute}
+	seed, err := cluster.Seed(cdir, "", 1, up)
+	require.NoError(t, err)
+	secrets := newCmdlineSecrets(t, seed)
+	buildImageCmdline(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", secrets.arg, v1img)
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
 
-	cdir := filepath.Join(dir, "c")
-	rc := startCluster(t, cluster.Config{
-		Dir: cdir, Image: v1img,
-		Upgrade: cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute},
-	}, 1)
+	rc := startCluster(t, cluster.Config{Dir: cdir, Image: v1img, Upgrade: up}, 1)
 	c := rc.Cluster
 	require.Len(t, c.Nodes(), 1)
 	node := c.Nodes()[0]
@@ -63,6 +75,12 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	require.Equal(t, "a", st.Slot)
 	require.True(t, st.Blessed, "the first slot is blessed")
 	require.Equal(t, "e2e-v1", st.Version)
+	_, err = vm.WaitConsole(t.Context(), 0, "seed: from kernel command line")
+	require.NoError(t, err, "the node took its seed from the command line")
+	logs, err := api.Logs(t.Context(), 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+	secrets.assertAbsent(t, "/v1/logs of the first boot", strings.Join(logs, "\n"))
 
 	// Stage v2 and cut the power while the agent writes the slot.
 	ref := pushImage(t, c, v2)
@@ -91,6 +109,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 		time.Since(staging).Round(time.Millisecond), nodeapi.PhaseWriting, seen)
 	// The agent logs each phase, and the end of the write, on the console.
 	console := vm.Console()
+	secrets.assertAbsent(t, "the console before the cut", console)
 	assert.Contains(t, console, "upgrade "+ref+": "+nodeapi.PhaseWriting, "the agent was writing")
 	assert.NotContains(t, console, "staged in slot", "the cut came before the slot was staged")
 
@@ -130,6 +149,26 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	st, err = api.Status(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, nodeapi.SlotTrying, slotState(st, "b"), "slot b waits for its try: %+v", st.Slots)
+	// The seed stays off the staged slot's entry (the node reads it from
+	// its cache, or its seed volume, once it boots that slot), out of the
+	// log of the boot that staged it, and off its console.
+	entries := 0
+	for p, f := range readESP(t, vm) {
+		if !strings.HasPrefix(p, "loader/entries/") {
+			continue
+		}
+		entries++
+		if strings.HasPrefix(p, "loader/entries/etcdbox-a") {
+			assert.Contains(t, string(f.data), secrets.arg, "%s: v1's own entry, as built, carries the seed", p)
+			continue
+		}
+		secrets.assertAbsent(t, p, string(f.data))
+		assert.NotContains(t, string(f.data), discovery.CmdlineSeedKey+"=", p)
+	}
+	assert.Equal(t, 2, entries, "an entry for each slot")
+	logs, err = api.Logs(t.Context(), 0)
+	require.NoError(t, err)
+	secrets.assertAbsent(t, "/v1/logs of the boot that staged v2", strings.Join(logs, "\n"))
 	mark := vm.Mark()
 	require.NoError(t, api.Reboot(t.Context()))
 	ctx, cancel = context.WithTimeout(t.Context(), upgradeBootDeadline)
@@ -137,11 +176,13 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	m, err = vm.WaitConsole(ctx, mark, "Command line: ")
 	require.NoError(t, err)
 	require.Contains(t, m.Line, "etcdbox.slot=b", "the reboot tries the new slot")
+	assert.NotContains(t, m.Line, discovery.CmdlineSeedKey+"=", "slot b boots without the seed on its command line")
 	st = waitBlessed(ctx, t, api, "b")
 	assert.Equal(t, "e2e-v2", st.Version)
 	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "b"), "%+v", st.Slots)
 	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "a"), "the old slot stays the fallback: %+v", st.Slots)
 	t.Logf("after the retry: slot %s, version %s, slots %+v, %s after the retry began",
 		st.Slot, st.Version, st.Slots, time.Since(retry).Round(time.Second))
+	secrets.assertAbsent(t, "the console after the cut", vm.Console())
 
 }

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 
@@ -47,8 +52,15 @@ func buildInit(t *testing.T) string {
 // at out (.img) or an OCI tarball (.tar).
 func buildRollImage(t *testing.T, initBin, etcdBin, version, out string) {
 	t.Helper()
+	buildImageCmdline(t, initBin, etcdBin, version, "", out)
+}
+
+// buildImageCmdline is buildRollImage with more kernel command-line
+// arguments.
+func buildImageCmdline(t *testing.T, initBin, etcdBin, version, cmdline, out string) {
+	t.Helper()
 	vmlinuz, modules := testenv.Kernel(t)
-	cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: etcdBin, Init: initBin, Output: out, Version: version}
+	cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: etcdBin, Init: initBin, Output: out, Version: version, Cmdline: cmdline}
 	if filepath.Ext(out) == ".tar" {
 		cfg.Format = image.FormatOCI
 	} else {
@@ -143,4 +155,66 @@ func consoleMarks(t *testing.T, c *cluster.Cluster) map[string]int64 {
 		marks[n.Name] = vm.Mark()
 	}
 	return marks
+}
+
+// tamperBootLayer changes one byte of the kernel in the boot layer of ref
+// where the cluster registry keeps it, as someone who controls the
+// registry's storage (or the plain-HTTP path to it) would: the layer keeps
+// its size and stays a well-formed gzip tar, and the manifest, its
+// signatures and every other blob are untouched. Only the layer's digest,
+// checked to the last byte, tells. It returns the layer's digest.
+func tamperBootLayer(t *testing.T, c *cluster.Cluster, ref string) v1.Hash {
+	t.Helper()
+	addr, err := c.RegistryAddr()
+	require.NoError(t, err)
+	d, err := name.NewDigest(strings.Replace(ref, cluster.GuestRegistry(), addr, 1), name.Insecure)
+	require.NoError(t, err)
+	img, err := remote.Image(d, remote.WithContext(t.Context()))
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	h, err := layers[len(layers)-1].Digest()
+	require.NoError(t, err)
+	p := cluster.RegistryBlob(c.Dir(), h)
+	blob, err := os.ReadFile(p)
+	require.NoError(t, err, "the boot layer's blob")
+
+	zr, err := gzip.NewReader(bytes.NewReader(blob))
+	require.NoError(t, err)
+	tarball, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	off, size := tarEntry(t, tarball, "boot/vmlinuz")
+	tarball[off+size/2] ^= 0xff
+
+	var out bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&out, gzip.NoCompression) // as image/oci.go writes the boot layer
+	require.NoError(t, err)
+	zw.Header = zr.Header
+	_, err = zw.Write(tarball)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.Len(t, out.Bytes(), len(blob), "the tampered layer keeps its size")
+	require.NoError(t, os.WriteFile(p, out.Bytes(), 0o644))
+	return h
+}
+
+// tarEntry returns the offset and size of the content of the regular file
+// name in the tar archive b, walking its 512-byte headers.
+func tarEntry(t *testing.T, b []byte, name string) (int, int) {
+	t.Helper()
+	for off := 0; off+512 <= len(b); {
+		hdr := b[off : off+512]
+		n := string(bytes.TrimRight(hdr[:100], "\x00"))
+		if n == "" {
+			break
+		}
+		size, err := strconv.ParseInt(strings.TrimSpace(string(bytes.TrimRight(hdr[124:136], "\x00"))), 8, 64)
+		require.NoError(t, err, "tar header of %q", n)
+		if n == name && (hdr[156] == '0' || hdr[156] == 0) {
+			return off + 512, int(size)
+		}
+		off += 512 + int((size+511)/512*512)
+	}
+	require.FailNow(t, "no "+name+" in the layer")
+	return 0, 0
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto"
 	"debug/buildinfo"
 	"fmt"
 	"path/filepath"
@@ -32,9 +31,10 @@ import (
 //     continuous writer: every node ends on the new slot, blessed; the
 //     writer's history is linearizable (porcupine), and the cluster
 //     version rises only after the last member moved;
-//   - the nodes trust one signing key: an unsigned image, then the same
-//     image signed by another key, stop the roll before any node writes
-//     its inactive slot;
+//   - the nodes trust one signing key: an unsigned image, the same image
+//     signed by another key, then signed by the trusted key but with its
+//     boot layer changed in the registry (same size, still a valid gzip
+//     tar), each stop the roll before any node writes a byte of its ESP;
 //   - a bad image rolled like a good one: a broken etcd, so the gate
 //     fails; the first node returns to its old slot by itself, the roll
 //     stops with the reason, and the cluster is healthy (the images that
@@ -120,20 +120,31 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	require.True(t, ok, "the first roll failed; the others start from it")
 
-	t.Run("unsigned, then signed by an untrusted key: the roll stops before any node writes", func(t *testing.T) {
+	t.Run("unsigned, untrusted, tampered: the roll stops before any node writes", func(t *testing.T) {
 		ref := pushImage(t, c, img("v4.tar"))
+		before := map[string]map[string]espFile{}
+		for _, n := range c.Nodes() {
+			vm, err := c.VM(n.Name)
+			require.NoError(t, err)
+			before[n.Name] = readESP(t, vm)
+		}
 		for _, tt := range []struct {
-			name   string
-			sign   crypto.Signer
-			reason string
+			name    string
+			prepare func()
+			reason  string // what the refusal says, after "image <ref>"
 		}{
-			{"unsigned", nil, "the image is not signed"},
-			{"signed by an untrusted key", untrusted, "no signature by a trusted key"},
+			{"unsigned", func() {}, " refused: the image is not signed"},
+			{"signed by an untrusted key", func() { signRef(t, c, ref, untrusted) }, " refused: no signature by a trusted key"},
+			// Signed by the trusted key, so that only the digest pin
+			// stands between the registry's bytes and the slot.
+			{"a same-size tampered boot layer", func() {
+				signRef(t, c, ref, trusted)
+				h := tamperBootLayer(t, c, ref)
+				t.Logf("layer %s changed in the registry's store", h)
+			}, ": layer 1: "},
 		} {
-			if tt.sign != nil {
-				signRef(t, c, ref, tt.sign)
-			}
-			before := nodeSlots(t, c)
+			tt.prepare()
+			slots := nodeSlots(t, c)
 			marks := consoleMarks(t, c)
 			r := newRoll(t, c, ref)
 			r.ImageEtcd = cur
@@ -143,12 +154,22 @@ func TestRollingUpgrade(t *testing.T) {
 			require.Error(t, err, tt.name)
 			t.Logf("%s: %v", tt.name, err)
 			for _, n := range c.Nodes() {
-				assert.Contains(t, err.Error(), "node "+n.Name+": staging ahead: staging failed: image "+ref+" refused: "+tt.reason, tt.name)
+				assert.Contains(t, err.Error(), "node "+n.Name+": staging ahead: staging failed: image "+ref+tt.reason, tt.name)
 				vm, err := c.VM(n.Name)
 				require.NoError(t, err)
 				assert.NotContains(t, vm.Console()[marks[n.Name]:], "staged in slot", "%s: %s wrote a slot", tt.name, n.Name)
 			}
-			assert.Equal(t, before, nodeSlots(t, c), "%s: a slot changed", tt.name)
+			if tt.reason == ": layer 1: " {
+				assert.Contains(t, err.Error(), "error verifying sha256 checksum", "the digest pin refused the layer")
+			}
+			assert.Equal(t, slots, nodeSlots(t, c), "%s: a slot changed", tt.name)
+		}
+		// Not a byte of any ESP changed: no entry, kernel or initrd of
+		// either slot.
+		for _, n := range c.Nodes() {
+			vm, err := c.VM(n.Name)
+			require.NoError(t, err)
+			assert.Equal(t, before[n.Name], readESP(t, vm), "%s: the ESP changed", n.Name)
 		}
 	})
 

@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/qemu"
+)
+
+// The ESP's place on the builder's disks (CONTRACTS "Disk").
+const (
+	espOffset = 1 << 20
+	espBytes  = 512 << 20
+)
+
+// espFile is one file of a node's ESP.
+type espFile struct {
+	sha256 string
+	data   []byte // entries and loader.conf only: kernels and initrds are big
+}
+
+// readESP returns every file of the ESP of vm's disk, by path, read while
+// the VM runs: qemu-img shares the disk QEMU holds (-U) and copies out the
+// partition, as the guest last wrote it.
+func readESP(t *testing.T, vm *qemu.VM) map[string]espFile {
+	t.Helper()
+	raw := filepath.Join(t.TempDir(), "esp.raw")
+	qemuImg(t, "convert", "-U", "-O", "raw", "--image-opts",
+		"driver=raw,offset="+strconv.Itoa(espOffset)+",size="+strconv.Itoa(espBytes)+
+			",file.driver=qcow2,file.file.filename="+optEscape(filepath.Join(vm.Dir(), "disk.qcow2")), raw)
+	f, err := os.Open(raw)
+	require.NoError(t, err)
+	defer f.Close()
+	fsys, err := fat32.Read(file.New(f, true), espBytes, 0, 512)
+	require.NoError(t, err, "the ESP of %s", vm.Name())
+	files := map[string]espFile{}
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		ef := espFile{sha256: hex.EncodeToString(sum[:])}
+		if len(b) < 4096 {
+			ef.data = b
+		}
+		files[p] = ef
+		return nil
+	})
+	require.NoError(t, err, "walk the ESP of %s", vm.Name())
+	return files
+}

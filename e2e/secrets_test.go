@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/pem"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/discovery"
+)
+
+// cmdlineSecrets are pieces of a seed given on the kernel command line
+// that must show nowhere but in the kernel's own prints of its command
+// line: a piece of the CA key, and a piece of the etcdbox.seed= value.
+type cmdlineSecrets struct {
+	arg     string // etcdbox.seed=<base64>
+	markers map[string]string
+}
+
+func newCmdlineSecrets(t *testing.T, seed []byte) cmdlineSecrets {
+	t.Helper()
+	s, err := discovery.ParseSeed(seed)
+	require.NoError(t, err)
+	block, _ := pem.Decode([]byte(s.PKI.CAKey))
+	require.NotNil(t, block, "the seed carries the CA key")
+	key := base64.StdEncoding.EncodeToString(block.Bytes)
+	value := base64.StdEncoding.EncodeToString(seed)
+	return cmdlineSecrets{
+		arg: discovery.CmdlineSeedKey + "=" + value,
+		markers: map[string]string{
+			"the CA key": middle(key, 32),
+			"the " + discovery.CmdlineSeedKey + "= value": middle(value, 32),
+		},
+	}
+}
+
+// middle is n characters from the middle of s.
+func middle(s string, n int) string {
+	i := (len(s) - n) / 2
+	return s[i : i+n]
+}
+
+// kernelCmdlinePrint is a line in which the kernel prints its own command
+// line, the one place the seed may show.
+var kernelCmdlinePrint = regexp.MustCompile(`^\[\s*\d+\.\d+\] (Command line|Kernel command line|Unknown kernel command line parameters)`)
+
+// assertAbsent checks that no line of text (from where) holds a secret,
+// the kernel's own prints of its command line aside.
+func (s cmdlineSecrets) assertAbsent(t *testing.T, where, text string) {
+	t.Helper()
+	for i, line := range strings.Split(text, "\n") {
+		if kernelCmdlinePrint.MatchString(strings.TrimSpace(strings.TrimRight(line, "\r"))) {
+			continue
+		}
+		for what, m := range s.markers {
+			if strings.Contains(line, m) {
+				assert.Failf(t, "a secret shows", "%s, line %d, holds %s: %.120q", where, i+1, what, line)
+			}
+		}
+	}
+}
