@@ -6,7 +6,7 @@
 #   BENCH_RUNS   builds timed by the build section (default 5)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
 #   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
-#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade)
+#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify)
 # A new section is a function here plus, for Go, a program under bench/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +46,17 @@ section_upgrade() {
 		-bad "${BENCH_BAD-panic,nomod}" -work "$out/upgrade"
 }
 
+# Issue 11: what checking an upgrade image (digests and signature) costs,
+# as a share of the staging.
+section_verify() {
+	echo "== verifying an upgrade image (digests + signature) as a share of its staging"
+	bin/etcdbox build -o "$out/verify.img" >/dev/null
+	bin/etcdbox build --format oci -o "$out/verify.tar" >/dev/null
+	go run ./bench/verify -oci "$out/verify.tar" -image "$out/verify.img"
+}
+
 start=$(date +%s)
-for s in ${BENCH_ONLY:-build boot cluster upgrade}; do
+for s in ${BENCH_ONLY:-build boot cluster upgrade verify}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"
