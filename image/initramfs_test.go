@@ -87,7 +87,7 @@ func TestInitramfsLayout(t *testing.T) {
 		if assert.NoError(t, err) {
 			assert.NotZero(t, fi.Mode()&fs.ModeCharDevice, "/%s is a character device", dev.path)
 			rdev := fi.Sys().(*syscall.Stat_t).Rdev
-			assert.Equal(t, [2]uint64{dev.major, dev.minor}, [2]uint64{rdev >> 8, rdev & 0xff}, "/%s numbers", dev.path)
+			assert.Equal(t, [2]uint64{dev.major, dev.minor}, [2]uint64{uint64(rdev) >> 8, uint64(rdev) & 0xff}, "/%s numbers", dev.path)
 		}
 	}
 

@@ -26,22 +26,6 @@ func (n *node) waitEntropy(ctx context.Context) error {
 	return waitRandom(ctx, getrandom, n.log.Printf, entropyRepeat)
 }
 
-// getrandom reads one byte from the kernel's pool; with block false it
-// fails with EAGAIN while the pool is not ready.
-func getrandom(block bool) error {
-	var b [1]byte
-	flags := 0
-	if !block {
-		flags = unix.GRND_NONBLOCK
-	}
-	for {
-		_, err := unix.Getrandom(b[:], flags)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
-
 // waitRandom is waitEntropy with its seams: read is getrandom.
 func waitRandom(ctx context.Context, read func(block bool) error, logf func(string, ...any), repeat time.Duration) error {
 	err := read(false)

@@ -10,17 +10,15 @@ import (
 	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/netconf"
 	"github.com/etcdbox/etcdbox/init/supervise"
-	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // configureNetwork brings up the NICs the seed names (or the first NIC with
 // DHCP), sets the hostname, and writes /etc/resolv.conf and /etc/hosts.
 func (n *node) configureNetwork(ctx context.Context) error {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, err := netconf.Open()
 	if err != nil {
-		return fmt.Errorf("netlink: %w", err)
+		return err
 	}
 	links, err := waitLinks(ctx, h, 20*time.Second)
 	if err != nil {
@@ -46,7 +44,7 @@ func (n *node) configureNetwork(ctx context.Context) error {
 		}
 		var p netconf.Plan
 		if in.DHCP {
-			var lease *nclient4.Lease
+			var lease *netconf.Lease
 			p, lease, err = dhcpWithRetry(ctx, name, n.log.Printf)
 			if err != nil {
 				return err
@@ -125,7 +123,7 @@ func waitLinks(ctx context.Context, h *netlink.Handle, limit time.Duration) ([]n
 }
 
 // dhcpWithRetry asks for a lease until one comes, backing off to 10 s.
-func dhcpWithRetry(ctx context.Context, link string, logf func(string, ...any)) (netconf.Plan, *nclient4.Lease, error) {
+func dhcpWithRetry(ctx context.Context, link string, logf func(string, ...any)) (netconf.Plan, *netconf.Lease, error) {
 	wait := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		p, lease, err := netconf.DHCP(ctx, link, "")
@@ -145,7 +143,7 @@ func dhcpWithRetry(ctx context.Context, link string, logf func(string, ...any)) 
 
 // renewLease keeps a DHCP lease alive: it renews at half its life and
 // re-applies the plan it gets back.
-func (n *node) renewLease(ctx context.Context, h *netlink.Handle, link string, lease *nclient4.Lease, secs uint32) {
+func (n *node) renewLease(ctx context.Context, h *netlink.Handle, link string, lease *netconf.Lease, secs uint32) {
 	for secs > 0 {
 		select {
 		case <-ctx.Done():

@@ -59,7 +59,7 @@ func dataSizes(root, dataDir string) (dataBytes, dbBytes int64, err error) {
 	if err := unix.Statfs(root, &st); err != nil {
 		return 0, 0, fmt.Errorf("statfs %s: %w", root, err)
 	}
-	dataBytes = int64(st.Blocks) * st.Bsize
+	dataBytes = int64(st.Blocks) * int64(st.Bsize)
 	if fi, err := os.Stat(filepath.Join(dataDir, "member", "snap", "db")); err == nil {
 		dbBytes = fi.Size()
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command floorinit is the "floor" PID 1 of `make bench`: the least an
 // init can do to serve etcd, so that boot-to-healthy of the etcdbox init
 // can be read against it as a ratio. It mounts /proc, /sys and /dev,

@@ -155,7 +155,7 @@ func (n *node) startE(initial, state string) error {
 		"--logger=zap", "--log-outputs=stderr",
 	)
 	// The tests' etcd die with the test binary, even when it times out.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testenv.DieWithTest()
 	log, watch := &syncBuffer{}, NewRemovedWatch()
 	cmd.Stdout = log
 	cmd.Stderr = io.MultiWriter(log, watch)

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func (n *node) startWith(initial, state, clientURL string, watch *RemovedWatch) 
 		"--unsafe-no-fsync",
 		"--logger=zap", "--log-outputs=stderr",
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testenv.DieWithTest()
 	log := &syncBuffer{}
 	cmd.Stdout = log
 	cmd.Stderr = io.MultiWriter(log, watch)

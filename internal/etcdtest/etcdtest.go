@@ -87,7 +87,7 @@ func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 			"--heartbeat-interval=25", "--election-timeout=250", "--unsafe-no-fsync",
 			"--log-outputs", f("etcd.log"))
 		// The etcd processes die with the test binary, even on a timeout.
-		m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		m.cmd.SysProcAttr = testenv.DieWithTest()
 		require.NoError(t, m.cmd.Start())
 		go func() { m.cmd.Wait(); close(m.done) }()
 		t.Cleanup(func() {
