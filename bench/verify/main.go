@@ -236,9 +236,14 @@ func copyESP(raw, dir string) error {
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)
 		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path.Join("ESP", p), err)
+		// go-diskfs cannot open an empty file (no first cluster).
+		var b []byte
+		if info, err := d.Info(); err != nil {
+			return err
+		} else if info.Size() > 0 {
+			if b, err = fs.ReadFile(fsys, p); err != nil {
+				return fmt.Errorf("%s: %w", path.Join("ESP", p), err)
+			}
 		}
 		return os.WriteFile(dst, b, 0o644)
 	})
