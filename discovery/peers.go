@@ -2,11 +2,12 @@ package discovery
 
 import (
 	"fmt"
-	"net"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // PeerSet is the members a node expects in its cluster, each with a name,
@@ -17,30 +18,20 @@ import (
 // initial members, and every node must compute the same set from the same
 // input. StaticPeers keeps the seed's order; SRV sorts by name (natural
 // order, so n2 comes before n10).
-type PeerSet []Peer
-
-// PeerURL is the URL etcd members use to reach p: https://host:peerPort.
-func (p Peer) PeerURL() string {
-	return "https://" + net.JoinHostPort(p.Host, strconv.Itoa(p.PeerPort))
-}
-
-// ClientURL is the URL clients use to reach p: https://host:clientPort.
-func (p Peer) ClientURL() string {
-	return "https://" + net.JoinHostPort(p.Host, strconv.Itoa(p.ClientPort))
-}
+type PeerSet []seed.Peer
 
 // StaticPeers returns the seed's static peer list as a PeerSet, in the
-// seed's order. Ports left zero take the defaults (DefaultPeerPort,
-// DefaultClientPort); a seed that went through ApplyDefaults has none.
+// seed's order. Ports left zero take the defaults (seed.DefaultPeerPort,
+// seed.DefaultClientPort); a seed that went through ApplyDefaults has none.
 // Validate has already rejected duplicate names and addresses.
-func StaticPeers(peers []Peer) PeerSet {
+func StaticPeers(peers []seed.Peer) PeerSet {
 	s := make(PeerSet, len(peers))
 	for i, p := range peers {
 		if p.PeerPort == 0 {
-			p.PeerPort = DefaultPeerPort
+			p.PeerPort = seed.DefaultPeerPort
 		}
 		if p.ClientPort == 0 {
-			p.ClientPort = DefaultClientPort
+			p.ClientPort = seed.DefaultClientPort
 		}
 		p.Host = strings.TrimSuffix(p.Host, ".")
 		s[i] = p
@@ -74,10 +65,10 @@ func (s PeerSet) Contains(name string) bool {
 }
 
 // Get returns the peer named name.
-func (s PeerSet) Get(name string) (Peer, bool) {
-	i := slices.IndexFunc(s, func(p Peer) bool { return p.Name == name })
+func (s PeerSet) Get(name string) (seed.Peer, bool) {
+	i := slices.IndexFunc(s, func(p seed.Peer) bool { return p.Name == name })
 	if i < 0 {
-		return Peer{}, false
+		return seed.Peer{}, false
 	}
 	return s[i], true
 }

@@ -6,10 +6,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func TestStaticPeers(t *testing.T) {
-	seed := []Peer{
+	seed := []seed.Peer{
 		{Name: "b", Host: "10.0.0.2", PeerPort: 2480, ClientPort: 2479},
 		{Name: "a", Host: "a.example.internal."},
 		{Name: "c", Host: "fd00::3"},
@@ -35,7 +37,7 @@ func TestStaticPeers(t *testing.T) {
 }
 
 func TestInitial(t *testing.T) {
-	s := StaticPeers([]Peer{{Name: "n1", Host: "h1"}, {Name: "n2", Host: "h2"}, {Name: "n3", Host: "h3"}})
+	s := StaticPeers([]seed.Peer{{Name: "n1", Host: "h1"}, {Name: "n2", Host: "h2"}, {Name: "n3", Host: "h3"}})
 	tests := []struct {
 		name string
 		set  PeerSet
@@ -56,7 +58,7 @@ func TestInitial(t *testing.T) {
 		{name: "none listed", set: PeerSet{}, n: 3, err: "3 of 3 expected initial members missing (listed: none)"},
 		{
 			name: "names without numbers",
-			set:  StaticPeers([]Peer{{Name: "alpha", Host: "a"}}), n: 3,
+			set:  StaticPeers([]seed.Peer{{Name: "alpha", Host: "a"}}), n: 3,
 			err: "2 of 3 expected initial members missing (listed: alpha)",
 		},
 	}

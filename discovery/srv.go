@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // ErrNoRecords means the domain has no etcd server SRV records: the name
@@ -71,7 +73,7 @@ func SRVNames(domain, serviceName string) (server, client string) {
 // target, its Host the target without the trailing dot (peers are
 // addressed by DNS name) and its PeerPort the record's port. Its ClientPort
 // comes from the matching target of _etcd-client-ssl[-<svc>]._tcp.<domain>
-// when that name has records, and is DefaultClientPort otherwise.
+// when that name has records, and is seed.DefaultClientPort otherwise.
 //
 // DNS answers are untrusted input. SRV checks the answer and reports every
 // problem at once, each naming the record or target, in a
@@ -96,10 +98,10 @@ func SRVNames(domain, serviceName string) (server, client string) {
 // the expected initial members, so the caller waits and asks again.
 func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
-	if !validDomain(domain) {
+	if !seed.ValidDomain(domain) {
 		return nil, fmt.Errorf("SRV domain %q is not a valid domain name", domain)
 	}
-	if serviceName != "" && !validLabel(serviceName) {
+	if serviceName != "" && !seed.ValidLabel(serviceName) {
 		return nil, fmt.Errorf("SRV service name %q is not a valid DNS label", serviceName)
 	}
 	serverName, clientName := SRVNames(domain, serviceName)
@@ -150,7 +152,7 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 			clientPorts[target] = c.Port
 		}
 	}
-	byName := map[string]Peer{}
+	byName := map[string]seed.Peer{}
 	var set PeerSet
 	for _, s := range servers {
 		target := canonicalTarget(s.Target)
@@ -165,14 +167,14 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 		case rest != domain:
 			fail("%s: SRV target %s is not directly under %s (want <name>.%s)", serverName, target, domain, domain)
 			continue
-		case !ValidName(name):
-			fail("%s: SRV target %s: %q is not a valid node name (%s)", serverName, target, name, nameRule)
+		case !seed.ValidName(name):
+			fail("%s: SRV target %s: %q is not a valid node name (%s)", serverName, target, name, seed.NameRule)
 			continue
 		case s.Port == 0:
 			fail("%s: SRV target %s has port 0", serverName, target)
 			continue
 		}
-		p := Peer{Name: name, Host: target, PeerPort: int(s.Port), ClientPort: DefaultClientPort}
+		p := seed.Peer{Name: name, Host: target, PeerPort: int(s.Port), ClientPort: seed.DefaultClientPort}
 		if cp, ok := clientPorts[target]; ok {
 			p.ClientPort = int(cp)
 		}
@@ -225,7 +227,7 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 	if err := problems.ErrorOrNil(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(set, func(a, b Peer) int {
+	slices.SortFunc(set, func(a, b seed.Peer) int {
 		switch {
 		case naturalLess(a.Name, b.Name):
 			return -1

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // fakeResolver answers from maps, without a DNS server: it can return
@@ -94,7 +96,7 @@ func TestSRVFakeResolver(t *testing.T) {
 			name: "default client port is the peer port", nodes: 3,
 			edit: func(f *fakeResolver) {
 				delete(f.srv, srvClientName)
-				f.srv[srvServerName][2].Port = uint16(DefaultClientPort)
+				f.srv[srvServerName][2].Port = uint16(seed.DefaultClientPort)
 			},
 			errs: []string{"n3.example.internal has client port 2379, the same as its peer port"},
 		},

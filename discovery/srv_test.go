@@ -12,6 +12,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // zone maps an owner name (lowercase, rooted) to its records in zone-file
@@ -161,7 +163,7 @@ func TestSRVNoClientRecords(t *testing.T) {
 	got, err := lookup(t, z, "")
 	require.NoError(t, err)
 	for _, p := range got {
-		assert.Equal(t, DefaultClientPort, p.ClientPort, p.Name)
+		assert.Equal(t, seed.DefaultClientPort, p.ClientPort, p.Name)
 	}
 }
 

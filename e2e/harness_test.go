@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,13 +55,13 @@ func fixture(t *testing.T) (pkiDir, img string) {
 		if shared.err = pki.Init(pkiDir, false); shared.err != nil {
 			return
 		}
-		seed, err := seedFor(pkiDir, "e2e", "")
+		seedFile, err := seedFor(pkiDir, "e2e", "")
 		if err != nil {
 			shared.err = err
 			return
 		}
 		shared.image = filepath.Join(shared.dir, "etcdbox.img")
-		shared.err = buildImage(t, shared.image, seed)
+		shared.err = buildImage(t, shared.image, seedFile)
 	})
 	require.NoError(t, shared.err)
 	return filepath.Join(shared.dir, "pki"), shared.image
@@ -70,11 +70,11 @@ func fixture(t *testing.T) (pkiDir, img string) {
 // seedFor writes a seed for cluster, issued from the CA in pkiDir, and
 // returns its path. extra is appended verbatim (for bad seeds).
 func seedFor(pkiDir, cluster, extra string) (string, error) {
-	issuing, err := discovery.IssuingPKIFrom(pkiDir)
+	issuing, err := seed.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return "", err
 	}
-	s := &discovery.Seed{Cluster: cluster, Name: "n1", PKI: issuing}
+	s := &seed.Seed{Cluster: cluster, Name: "n1", PKI: issuing}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err
@@ -85,7 +85,7 @@ func seedFor(pkiDir, cluster, extra string) (string, error) {
 }
 
 // buildImage builds a raw image with the test-hook init and seed baked in.
-func buildImage(t *testing.T, out, seed string) error {
+func buildImage(t *testing.T, out, seedFile string) error {
 	vmlinuz, modules := testenv.Kernel(t)
 	_, err := image.Build(context.Background(), image.Config{
 		Kernel:     vmlinuz,
@@ -93,7 +93,7 @@ func buildImage(t *testing.T, out, seed string) error {
 		Etcd:       testenv.Bin(t, "etcd"),
 		Init:       testenv.Bin(t, "init-testhooks"),
 		Bootloader: testenv.Bootloader(t),
-		Seed:       seed,
+		Seed:       seedFile,
 		Output:     out,
 		Version:    "e2e",
 	})

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // Deadlines of TestPowerCutDuringStaging under software emulation.
@@ -56,9 +56,9 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	// entry the agent stages for v2 never show it.
 	cdir := filepath.Join(dir, "c")
 	up := cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute}
-	seed, err := cluster.Seed(cdir, "", 1, up)
+	seedYAML, err := cluster.Seed(cdir, "", 1, up)
 	require.NoError(t, err)
-	secrets := newCmdlineSecrets(t, seed)
+	secrets := newCmdlineSecrets(t, seedYAML)
 	buildImageCmdline(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", secrets.arg, v1img)
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
 
@@ -163,7 +163,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 			continue
 		}
 		secrets.assertAbsent(t, p, string(f.data))
-		assert.NotContains(t, string(f.data), discovery.CmdlineSeedKey+"=", p)
+		assert.NotContains(t, string(f.data), seed.CmdlineKey+"=", p)
 	}
 	assert.Equal(t, 2, entries, "an entry for each slot")
 	logs, err = api.Logs(t.Context(), 0)
@@ -176,7 +176,7 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	m, err = vm.WaitConsole(ctx, mark, "Command line: ")
 	require.NoError(t, err)
 	require.Contains(t, m.Line, "etcdbox.slot=b", "the reboot tries the new slot")
-	assert.NotContains(t, m.Line, discovery.CmdlineSeedKey+"=", "slot b boots without the seed on its command line")
+	assert.NotContains(t, m.Line, seed.CmdlineKey+"=", "slot b boots without the seed on its command line")
 	st = waitBlessed(ctx, t, api, "b")
 	assert.Equal(t, "e2e-v2", st.Version)
 	assert.Equal(t, nodeapi.SlotBlessed, slotState(st, "b"), "%+v", st.Slots)

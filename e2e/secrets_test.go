@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // cmdlineSecrets are pieces of a seed given on the kernel command line
@@ -21,19 +21,19 @@ type cmdlineSecrets struct {
 	markers map[string]string
 }
 
-func newCmdlineSecrets(t *testing.T, seed []byte) cmdlineSecrets {
+func newCmdlineSecrets(t *testing.T, seedYAML []byte) cmdlineSecrets {
 	t.Helper()
-	s, err := discovery.ParseSeed(seed)
+	s, err := seed.Parse(seedYAML)
 	require.NoError(t, err)
 	block, _ := pem.Decode([]byte(s.PKI.CAKey))
 	require.NotNil(t, block, "the seed carries the CA key")
 	key := base64.StdEncoding.EncodeToString(block.Bytes)
-	value := base64.StdEncoding.EncodeToString(seed)
+	value := base64.StdEncoding.EncodeToString(seedYAML)
 	return cmdlineSecrets{
-		arg: discovery.CmdlineSeedKey + "=" + value,
+		arg: seed.CmdlineKey + "=" + value,
 		markers: map[string]string{
-			"the CA key": middle(key, 32),
-			"the " + discovery.CmdlineSeedKey + "= value": middle(value, 32),
+			"the CA key":                         middle(key, 32),
+			"the " + seed.CmdlineKey + "= value": middle(value, 32),
 		},
 	}
 }

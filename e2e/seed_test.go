@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,12 +53,12 @@ func TestBadSeed(t *testing.T) {
 	}
 	images := make([]string, len(bad))
 	for i, b := range bad {
-		_, err := discovery.ParseSeed(b.seed)
+		_, err := seed.Parse(b.seed)
 		require.ErrorContains(t, err, b.want, "the %s seed is not bad the way this test expects", b.name)
-		seed := filepath.Join(work, strings.ReplaceAll(b.name, " ", "-")+".yaml")
-		require.NoError(t, os.WriteFile(seed, b.seed, 0o600))
+		seedFile := filepath.Join(work, strings.ReplaceAll(b.name, " ", "-")+".yaml")
+		require.NoError(t, os.WriteFile(seedFile, b.seed, 0o600))
 		images[i] = filepath.Join(work, strings.ReplaceAll(b.name, " ", "-")+".img")
-		require.NoError(t, buildImage(t, images[i], seed), "build the %s image", b.name)
+		require.NoError(t, buildImage(t, images[i], seedFile), "build the %s image", b.name)
 	}
 
 	// A raw copy of the good image, so that the test can write the ESP.

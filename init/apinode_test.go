@@ -11,12 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func TestSaveSnapshotKeepsTheNewest(t *testing.T) {
@@ -66,7 +66,7 @@ func TestLastRollback(t *testing.T) {
 // another registry is refused at once, before any network traffic (the
 // registry named here does not exist), and nothing starts to stage.
 func TestStageUpgradeAllowlist(t *testing.T) {
-	n := &node{log: console.New(), esp: slot.Dir(t.TempDir()), seed: &discovery.Seed{}}
+	n := &node{log: console.New(), esp: slot.Dir(t.TempDir()), seed: &seed.Seed{}}
 	n.seed.Upgrade.Registries = []string{"10.88.0.1:5000"}
 	a := &apiNode{n: n}
 	err := a.StageUpgrade(t.Context(), "evil.invalid/etcdbox@sha256:"+strings.Repeat("a", 64), false)

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,12 +18,12 @@ import (
 func TestIssueCertificates(t *testing.T) {
 	ca, err := pki.NewCA("test", time.Hour)
 	require.NoError(t, err)
-	issuing, err := discovery.IssuingPKI(ca)
+	issuing, err := seed.IssuingPKI(ca)
 	require.NoError(t, err)
 	n := &node{
 		log:    console.New(),
 		root:   t.TempDir(),
-		seed:   &discovery.Seed{Cluster: "c", PKI: issuing},
+		seed:   &seed.Seed{Cluster: "c", PKI: issuing},
 		name:   "n1",
 		domain: "example.internal",
 		ips:    []net.IP{net.ParseIP("10.0.0.11")},

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // cidataLabel is the volume label of a NoCloud seed volume, as
@@ -84,7 +84,7 @@ func readCidata() ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("mount cidata volume %s: %w", dev, err)
 	}
 	defer unmount(dir)
-	b, err := discovery.ReadSeedFile(filepath.Join(dir, "user-data"))
+	b, err := seed.ReadFile(filepath.Join(dir, "user-data"))
 	if err != nil {
 		return nil, false, fmt.Errorf("cidata volume %s: %w", dev, err)
 	}

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -128,16 +128,16 @@ func (c *cluster) add(name string) *cnode {
 // writeSeed writes n's seed: static peers (the given names, in order),
 // initialSize and the cluster name.
 func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
-	issuing, err := discovery.IssuingPKIFrom(c.pkiDir)
+	issuing, err := seed.IssuingPKIFrom(c.pkiDir)
 	require.NoError(c.t, err)
-	s := &discovery.Seed{Cluster: clusterName, Name: n.name,
+	s := &seed.Seed{Cluster: clusterName, Name: n.name,
 		PKI:  issuing,
-		Etcd: discovery.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
-		API:  discovery.API{Port: n.apiPort}}
+		Etcd: seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
+		API:  seed.API{Port: n.apiPort}}
 	s.Discovery.InitialSize = initial
 	for _, p := range peers {
 		pn := c.nodes[p]
-		s.Discovery.Peers = append(s.Discovery.Peers, discovery.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort})
+		s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort})
 	}
 	data, err := s.Marshal()
 	require.NoError(c.t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // The node's side of the formation handshake (member.Record, DESIGN §5):
@@ -90,7 +91,7 @@ func (a *apiNode) FormWithout(ctx context.Context, names []string) (nodeapi.Form
 
 // apiEndpoint is peer p's node API: its host, and its own api port or
 // the seed's.
-func (n *node) apiEndpoint(p discovery.Peer) string {
+func (n *node) apiEndpoint(p seed.Peer) string {
 	port := p.APIPort
 	if port == 0 {
 		port = n.seed.API.Port

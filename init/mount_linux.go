@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +42,7 @@ func (n *node) mountPseudo(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read /proc/cmdline: %w", err)
 	}
-	n.cmdline = discovery.ParseCmdline(string(b))
+	n.cmdline = seed.ParseCmdline(string(b))
 	return nil
 }
 

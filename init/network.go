@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/netconf"
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/vishvananda/netlink"
 )
 
@@ -67,7 +67,7 @@ func (n *node) configureNetwork(ctx context.Context) error {
 	// kernel's hostname, else one made from the MAC address.
 	hostname, _ := os.Hostname()
 	for _, p := range plans {
-		if p.Hostname != "" && discovery.ValidName(p.Hostname) {
+		if p.Hostname != "" && seed.ValidName(p.Hostname) {
 			hostname = p.Hostname
 			break
 		}
@@ -77,7 +77,7 @@ func (n *node) configureNetwork(ctx context.Context) error {
 	}
 	n.name = n.seed.Name
 	if n.name == "" {
-		n.name = discovery.DefaultNodeName(hostname, mac)
+		n.name = seed.DefaultNodeName(hostname, mac)
 	}
 	if err := setHostname(n.name); err != nil {
 		return err
@@ -166,7 +166,7 @@ func (n *node) renewLease(ctx context.Context, h *netlink.Handle, link string, l
 	}
 }
 
-func toNetconf(in []discovery.Interface) []netconf.Interface {
+func toNetconf(in []seed.Interface) []netconf.Interface {
 	var out []netconf.Interface
 	for _, i := range in {
 		out = append(out, netconf.Interface{Name: i.Name, MAC: i.MAC, DHCP: i.DHCP, Addresses: i.Addresses, Gateway: i.Gateway, MTU: i.MTU})
@@ -198,7 +198,7 @@ func (n *node) containerAddresses(context.Context) error {
 	hostname, _ := os.Hostname()
 	n.name = n.seed.Name
 	if n.name == "" {
-		n.name = discovery.DefaultNodeName(hostname, nil)
+		n.name = seed.DefaultNodeName(hostname, nil)
 	}
 	n.domain = n.seed.Discovery.SRV
 	if ip := net.ParseIP(n.listenIP); ip != nil && !ip.IsUnspecified() {

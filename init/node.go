@@ -11,12 +11,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/seed"
 	"net"
 )
 
@@ -35,7 +35,7 @@ type node struct {
 	listenIP  string
 
 	cmdline map[string]string
-	seed    *discovery.Seed
+	seed    *seed.Seed
 	name    string
 	domain  string
 	ips     []net.IP

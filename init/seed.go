@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // bakedSeed is where `etcdbox build --seed` puts a seed in the initramfs.
@@ -33,7 +33,7 @@ func (n *node) readSeed(context.Context) error {
 			if n.seedFile == "" {
 				return nil, false, nil
 			}
-			b, err := discovery.ReadSeedFile(n.seedFile)
+			b, err := seed.ReadFile(n.seedFile)
 			return b, err == nil, err
 		}})
 	} else {
@@ -43,11 +43,11 @@ func (n *node) readSeed(context.Context) error {
 				if err != nil {
 					return nil, false, err
 				}
-				return discovery.SeedFromCmdline(string(b))
+				return seed.FromCmdline(string(b))
 			}},
 			seedSource{"NoCloud cidata volume (user-data)", readCidata},
 			seedSource{"image (" + bakedSeed + ")", func() ([]byte, bool, error) {
-				b, err := discovery.ReadSeedFile(bakedSeed)
+				b, err := seed.ReadFile(bakedSeed)
 				if errors.Is(err, os.ErrNotExist) {
 					return nil, false, nil
 				}
@@ -57,7 +57,7 @@ func (n *node) readSeed(context.Context) error {
 	}
 	cache := filepath.Join(n.stateDir(), "seed.yaml")
 	sources = append(sources, seedSource{"cache (" + cache + ")", func() ([]byte, bool, error) {
-		b, err := discovery.ReadSeedFile(cache)
+		b, err := seed.ReadFile(cache)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil
 		}
@@ -72,7 +72,7 @@ func (n *node) readSeed(context.Context) error {
 		if !ok {
 			continue
 		}
-		s, err := discovery.ParseSeed(data)
+		s, err := seed.Parse(data)
 		if err != nil {
 			n.log.Printf("seed error: seed from %s: %v", src.name, err)
 			return fmt.Errorf("seed from %s is invalid (see above); fix it and reboot: %w", src.name, errWait)

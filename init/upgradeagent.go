@@ -12,13 +12,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // The upgrade agent: it pulls an image and writes it into the slot that
@@ -352,7 +352,7 @@ func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
 // the booted command line is left out (it can carry the CA key, and the
 // entry's options are logged): the new slot reads the cached seed.
 func slotOptions(booted, prev, extras string) string {
-	fields := strings.Fields(discovery.WithoutSeed(booted))
+	fields := strings.Fields(seed.WithoutSeed(booted))
 	for _, p := range strings.Fields(prev) {
 		for i := len(fields) - 1; i >= 0; i-- {
 			if fields[i] == p {

@@ -23,12 +23,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // agentRegistry is go-containerregistry's registry on loopback, counting
@@ -90,7 +90,7 @@ func agentNode(t *testing.T, reg *agentRegistry) *apiNode {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(data), 0o644))
 	}
-	n := &node{log: console.New(), esp: slot.Dir(dir), seed: &discovery.Seed{}, cmdline: map[string]string{"etcdbox.slot": "a"}}
+	n := &node{log: console.New(), esp: slot.Dir(dir), seed: &seed.Seed{}, cmdline: map[string]string{"etcdbox.slot": "a"}}
 	n.seed.Upgrade.Registries = []string{reg.host}
 	n.seed.Upgrade.InsecureRegistries = []string{reg.host}
 	return &apiNode{n: n}

@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func TestDefaultPortIsTheSeeds(t *testing.T) {
-	assert.Equal(t, discovery.DefaultAPIPort, DefaultPort)
+	assert.Equal(t, seed.DefaultAPIPort, DefaultPort)
 }
 
 func TestCheckImageRef(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // images are the two raw images a run boots, and the PKI directory whose
@@ -59,11 +59,11 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 // CA in pkiDir (so the node issues its own server certificate), and
 // returns its path. The network is the default: DHCP on the first NIC.
 func writeSeed(pkiDir, path string) (string, error) {
-	issuing, err := discovery.IssuingPKIFrom(pkiDir)
+	issuing, err := seed.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return "", err
 	}
-	s := &discovery.Seed{Cluster: "bench", Name: "n1", PKI: issuing}
+	s := &seed.Seed{Cluster: "bench", Name: "n1", PKI: issuing}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err

@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/imagesig"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func init() { commands = append(commands, newBuildCommand) }
@@ -128,12 +128,12 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	}
 	// So is one on the kernel command line, which the image's boot entry
 	// (raw) or its boot/cmdline (OCI) carries.
-	if data, ok, err := discovery.SeedFromCmdline(f.cmdline); err != nil {
+	if data, ok, err := seed.FromCmdline(f.cmdline); err != nil {
 		return image.Config{}, fmt.Errorf("--cmdline: %w", err)
 	} else if ok {
 		// The kernel prints its command line on the console, and clouds
 		// keep console output.
-		if err := checkBakedSeed("--cmdline "+discovery.CmdlineSeedKey+"=", data, oci,
+		if err := checkBakedSeed("--cmdline "+seed.CmdlineKey+"=", data, oci,
 			"the kernel prints it on the console at every boot, and clouds keep console output, so anyone who can read that", warn); err != nil {
 			return image.Config{}, err
 		}
@@ -259,7 +259,7 @@ func parseSize(s string) (int64, error) {
 // pushed and pulled, so it never carries one; a disk image for one
 // machine may, with a warning.
 func checkBakedSeed(what string, data []byte, oci bool, readers string, warn io.Writer) error {
-	seed, err := discovery.ParseSeed(data)
+	seed, err := seed.Parse(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

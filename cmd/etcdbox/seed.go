@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func init() { commands = append(commands, newSeedCmd) }
@@ -85,7 +85,7 @@ node issues its own certificates), --name, --srv/--srv-name or --peer, and
 }
 
 // seed builds and checks the seed, returning its YAML.
-func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
+func (o seedOptions) seed() ([]byte, *seed.Seed, error) {
 	var data []byte
 	if o.from != "" {
 		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || o.srvName != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 {
@@ -96,8 +96,8 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 			return nil, nil, fmt.Errorf("--from: %w", err)
 		}
 	} else {
-		s := &discovery.Seed{Cluster: o.cluster, Name: o.name}
-		s.Discovery = discovery.Discovery{SRV: o.srv, SRVName: o.srvName, InitialSize: o.initialSize}
+		s := &seed.Seed{Cluster: o.cluster, Name: o.name}
+		s.Discovery = seed.Discovery{SRV: o.srv, SRVName: o.srvName, InitialSize: o.initialSize}
 		for _, p := range o.peers {
 			peer, err := parsePeerFlag(p)
 			if err != nil {
@@ -108,7 +108,7 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 		if o.pkiDir == "" {
 			return nil, nil, fmt.Errorf("--pki is required (a directory made by etcdbox pki init)")
 		}
-		issuing, err := discovery.IssuingPKIFrom(o.pkiDir)
+		issuing, err := seed.IssuingPKIFrom(o.pkiDir)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--pki: %w", err)
 		}
@@ -117,7 +117,7 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 			return nil, nil, fmt.Errorf("seed: %w", err)
 		}
 	}
-	s, err := discovery.ParseSeed(data)
+	s, err := seed.Parse(data)
 	if err != nil {
 		if o.from != "" {
 			return nil, nil, seedProblems(o.from, data, err)
@@ -128,20 +128,20 @@ func (o seedOptions) seed() ([]byte, *discovery.Seed, error) {
 }
 
 // parsePeerFlag reads NAME=HOST[:PEERPORT[:CLIENTPORT]].
-func parsePeerFlag(v string) (discovery.Peer, error) {
+func parsePeerFlag(v string) (seed.Peer, error) {
 	name, rest, ok := strings.Cut(v, "=")
 	if !ok || name == "" || rest == "" {
-		return discovery.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]]", v)
+		return seed.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]]", v)
 	}
 	parts := strings.Split(rest, ":")
 	if len(parts) > 3 {
-		return discovery.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]] (IPv6 hosts go in a seed file)", v)
+		return seed.Peer{}, fmt.Errorf("--peer %q: want NAME=HOST[:PEERPORT[:CLIENTPORT]] (IPv6 hosts go in a seed file)", v)
 	}
-	p := discovery.Peer{Name: name, Host: parts[0]}
+	p := seed.Peer{Name: name, Host: parts[0]}
 	for i, port := range parts[1:] {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
-			return discovery.Peer{}, fmt.Errorf("--peer %q: bad port %q", v, port)
+			return seed.Peer{}, fmt.Errorf("--peer %q: bad port %q", v, port)
 		}
 		if i == 0 {
 			p.PeerPort = n

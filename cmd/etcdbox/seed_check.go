@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // seedExample is what `etcdbox seed example` prints: a three-node
@@ -53,11 +53,11 @@ It exits 0 for a good seed and 1 otherwise.`,
 		Example: `  etcdbox seed check seed.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := discovery.ReadSeedFile(args[0])
+			data, err := seed.ReadFile(args[0])
 			if err != nil {
 				return err
 			}
-			s, err := discovery.ParseSeed(data)
+			s, err := seed.Parse(data)
 			if err != nil {
 				return seedProblems(args[0], data, err)
 			}
@@ -68,7 +68,7 @@ It exits 0 for a good seed and 1 otherwise.`,
 }
 
 // seedDiscovery says in a few words how a seed's node finds its peers.
-func seedDiscovery(s *discovery.Seed) string {
+func seedDiscovery(s *seed.Seed) string {
 	switch d := s.Discovery; {
 	case d.SRV != "":
 		return "DNS SRV under " + d.SRV

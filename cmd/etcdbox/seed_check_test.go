@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // indent indents every line of s by n spaces, for a YAML block scalar.
@@ -35,7 +35,7 @@ func TestSeedExampleAndCheck(t *testing.T) {
 	require.NoError(t, err)
 	good := strings.Replace(out, "    CA CERTIFICATE PEM", indent(string(ca.CertPEM()), 4), 1)
 	good = strings.Replace(good, "    CA KEY PEM", indent(string(key), 4), 1)
-	s, err := discovery.ParseSeed([]byte(good))
+	s, err := seed.Parse([]byte(good))
 	require.NoError(t, err, "the example with a real CA is a good seed:\n%s", good)
 	assert.Equal(t, "etcd.example.internal", s.Discovery.SRV)
 	assert.Equal(t, 3, s.Discovery.InitialSize)

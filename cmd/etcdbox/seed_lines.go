@@ -9,10 +9,10 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
-// seedProblems formats what discovery.ParseSeed said about file (data)
+// seedProblems formats what seed.Parse said about file (data)
 // for a terminal: one problem per line, each led by the line of its key in
 // file when it can be found. (The node prints the same problems on one
 // line, for its console.) Other errors come back as they are.
@@ -26,7 +26,7 @@ func seedProblems(file string, data []byte, err error) error {
 	lines := []string{fmt.Sprintf("%s: %d problem(s):", file, len(me.Errors))}
 	for _, e := range me.Errors {
 		at := file
-		var fe *discovery.FieldError
+		var fe *seed.FieldError
 		if errors.As(e, &fe) {
 			if n := keyLine(&root, fe.Path); n > 0 {
 				at += ":" + strconv.Itoa(n)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/etcdbox/etcdbox/discovery"
+	"github.com/etcdbox/etcdbox/seed"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +23,7 @@ func TestSeedCommand(t *testing.T) {
 		"--srv", "etcd.example.internal", "--initial-size", "3", "-o", yamlPath}, &out, &out))
 	data, err := os.ReadFile(yamlPath)
 	require.NoError(t, err)
-	s, err := discovery.ParseSeed(data)
+	s, err := seed.Parse(data)
 	require.NoError(t, err)
 	assert.Equal(t, "prod", s.Cluster)
 	assert.Equal(t, "etcd.example.internal", s.Discovery.SRV)
@@ -42,7 +42,7 @@ func TestSeedCommand(t *testing.T) {
 		"--peer", "n1=10.0.0.11", "--peer", "n2=10.0.0.12:12380:12379", "-o", peers}, &out, &out))
 	data, err = os.ReadFile(peers)
 	require.NoError(t, err)
-	s, err = discovery.ParseSeed(data)
+	s, err = seed.Parse(data)
 	require.NoError(t, err)
 	require.Len(t, s.Discovery.Peers, 2)
 	assert.Equal(t, 12380, s.Discovery.Peers[1].PeerPort)

@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/vnet"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // Names and ports of a local cluster.
@@ -27,8 +27,8 @@ const (
 	// DefaultDomain is the network's DNS domain and the seed's SRV domain.
 	DefaultDomain = vnet.DefaultDomain
 	// ClientPort and APIPort are the guest ports every node forwards.
-	ClientPort = discovery.DefaultClientPort
-	APIPort    = discovery.DefaultAPIPort
+	ClientPort = seed.DefaultClientPort
+	APIPort    = seed.DefaultAPIPort
 )
 
 // Files and directories in a cluster directory (see the package doc).
@@ -86,7 +86,7 @@ type Config struct {
 }
 
 // Upgrade are the upgrade settings of a local cluster's seed
-// (discovery.Upgrade); a zero field keeps the default.
+// (seed.Upgrade); a zero field keeps the default.
 type Upgrade struct {
 	// Tries is how often systemd-boot tries a new slot (default 3).
 	Tries int
@@ -95,7 +95,7 @@ type Upgrade struct {
 	// 180s); whole seconds.
 	Settle, Gate time.Duration
 	// TrustedKeys are public keys (PEM) an image must be signed by before
-	// a node stages it (discovery.Upgrade.TrustedKeys); none: unchecked.
+	// a node stages it (seed.Upgrade.TrustedKeys); none: unchecked.
 	TrustedKeys []string
 }
 

@@ -13,16 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func TestSeed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	require.NoError(t, pki.Init(dir, false))
-	b, err := seed(dir, "demo.internal", 3)
+	b, err := localSeed(dir, "demo.internal", 3)
 	require.NoError(t, err)
-	s, err := discovery.ParseSeed(b)
+	s, err := seed.Parse(b)
 	require.NoError(t, err, "seed:\n%s", b)
 	assert.Equal(t, "etcdbox", s.Cluster)
 	assert.Empty(t, s.Name, "one seed serves every node: the name comes from DHCP")

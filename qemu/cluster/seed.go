@@ -8,16 +8,16 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
-// seed returns the seed every node of the cluster boots with: the
+// localSeed returns the seed every node of the cluster boots with: the
 // cluster name, the SRV domain, the initial size and the CA (each node
 // issues its own certificates). It names no node: each takes its name from
 // its DHCP host name, so one seed volume serves all of them.
-func seed(pkiDir, domain string, initialSize int) ([]byte, error) {
+func localSeed(pkiDir, domain string, initialSize int) ([]byte, error) {
 	return seedWith(pkiDir, domain, initialSize, Upgrade{})
 }
 
@@ -42,17 +42,17 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 	if up.Settle%time.Second != 0 || up.Gate%time.Second != 0 {
 		return nil, fmt.Errorf("seed: upgrade settle %s and gate %s must be whole seconds", up.Settle, up.Gate)
 	}
-	issuing, err := discovery.IssuingPKIFrom(pkiDir)
+	issuing, err := seed.IssuingPKIFrom(pkiDir)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
-	s := discovery.Seed{
+	s := seed.Seed{
 		Cluster:   Name,
-		Discovery: discovery.Discovery{SRV: domain, InitialSize: initialSize},
+		Discovery: seed.Discovery{SRV: domain, InitialSize: initialSize},
 		PKI:       issuing,
 		// Upgrades come from the network daemon's registry (registry.go),
 		// plain HTTP on the gateway, and from nowhere else.
-		Upgrade: discovery.Upgrade{
+		Upgrade: seed.Upgrade{
 			Registries:         []string{GuestRegistry()},
 			InsecureRegistries: []string{GuestRegistry()},
 			Tries:              up.Tries,

@@ -8,18 +8,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func TestSeedUpgrade(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	require.NoError(t, pki.Init(dir, false))
-	parse := func(up Upgrade) discovery.Upgrade {
+	parse := func(up Upgrade) seed.Upgrade {
 		t.Helper()
 		b, err := seedWith(dir, "demo.internal", 1, up)
 		require.NoError(t, err)
-		s, err := discovery.ParseSeed(b)
+		s, err := seed.Parse(b)
 		require.NoError(t, err, "seed:\n%s", b)
 		return s.Upgrade
 	}
@@ -28,7 +28,7 @@ func TestSeedUpgrade(t *testing.T) {
 	assert.Equal(t, []string{GuestRegistry()}, def.InsecureRegistries)
 	assert.Equal(t, 15, def.SettleSeconds)
 	assert.Equal(t, 180, def.GateSeconds)
-	assert.Equal(t, discovery.DefaultTries, def.Tries, "tries: the seed's default")
+	assert.Equal(t, seed.DefaultTries, def.Tries, "tries: the seed's default")
 
 	got := parse(Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute})
 	assert.Equal(t, 1, got.Tries)

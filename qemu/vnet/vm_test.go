@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/discovery"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/vnet"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // bootDeadline bounds a boot to "etcd ready" under software emulation.
@@ -112,11 +112,11 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 	dir := t.TempDir()
 	pkiDir = filepath.Join(dir, "pki")
 	require.NoError(t, pki.Init(pkiDir, false))
-	issuing, err := discovery.IssuingPKIFrom(pkiDir)
+	issuing, err := seed.IssuingPKIFrom(pkiDir)
 	require.NoError(t, err)
-	seed := &discovery.Seed{
+	seed := &seed.Seed{
 		Cluster: "vnet", Name: "n1",
-		Network: discovery.Network{Interfaces: []discovery.Interface{{MAC: mac.String(), DHCP: true}}},
+		Network: seed.Network{Interfaces: []seed.Interface{{MAC: mac.String(), DHCP: true}}},
 		PKI:     issuing,
 	}
 	data, err := seed.Marshal()

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"encoding/base64"
@@ -38,7 +38,7 @@ func TestParseCmdline(t *testing.T) {
 	}
 }
 
-func TestSeedFromCmdline(t *testing.T) {
+func TestFromCmdline(t *testing.T) {
 	// These bytes make '+' and '/' in standard base64 and '-' and '_' in
 	// the URL alphabet, with padding.
 	seed := []byte("cluster: demo\n# \xfb\xff\xbe?>\n")
@@ -55,7 +55,7 @@ func TestSeedFromCmdline(t *testing.T) {
 	}
 	for _, tt := range good {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok, err := SeedFromCmdline("console=ttyS0 etcdbox.seed=" + tt.enc + " panic=10")
+			got, ok, err := FromCmdline("console=ttyS0 etcdbox.seed=" + tt.enc + " panic=10")
 			require.NoError(t, err)
 			assert.True(t, ok)
 			assert.Equal(t, seed, got)
@@ -63,7 +63,7 @@ func TestSeedFromCmdline(t *testing.T) {
 	}
 
 	t.Run("absent", func(t *testing.T) {
-		got, ok, err := SeedFromCmdline("console=ttyS0 etcdbox.slot=a")
+		got, ok, err := FromCmdline("console=ttyS0 etcdbox.slot=a")
 		assert.NoError(t, err)
 		assert.False(t, ok)
 		assert.Nil(t, got)
@@ -82,24 +82,24 @@ func TestSeedFromCmdline(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			_, ok, err := SeedFromCmdline(tt.in)
+			_, ok, err := FromCmdline(tt.in)
 			assert.True(t, ok, "present")
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
 }
 
-func TestSeedFromCmdlineParses(t *testing.T) {
+func TestFromCmdlineParses(t *testing.T) {
 	f := newFixture(t)
 	in := &Seed{Cluster: "demo", PKI: PKI{CACert: f.caCert, CAKey: f.caKey}}
 	data, err := in.Marshal()
 	require.NoError(t, err)
 	cmdline := "console=ttyS0,115200 etcdbox.slot=a etcdbox.seed=" + base64.RawURLEncoding.EncodeToString(data)
 
-	got, ok, err := SeedFromCmdline(cmdline)
+	got, ok, err := FromCmdline(cmdline)
 	require.NoError(t, err)
 	require.True(t, ok)
-	s, err := ParseSeed(got)
+	s, err := Parse(got)
 	require.NoError(t, err)
 	assert.Equal(t, "demo", s.Cluster)
 	assert.Equal(t, f.caKey, s.PKI.CAKey)

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"crypto/x509"
@@ -24,10 +24,10 @@ func (s *Seed) Validate() error {
 	case s.Cluster == "":
 		p.add("cluster", "required")
 	case !ValidName(s.Cluster):
-		p.add("cluster", "%q is not a valid cluster name (%s)", s.Cluster, nameRule)
+		p.add("cluster", "%q is not a valid cluster name (%s)", s.Cluster, NameRule)
 	}
 	if s.Name != "" && !ValidName(s.Name) {
-		p.add("name", "%q is not a valid node name (%s)", s.Name, nameRule)
+		p.add("name", "%q is not a valid node name (%s)", s.Name, NameRule)
 	}
 	p.discovery(&s.Discovery, s.Etcd.PeerPort)
 	p.network(&s.Network)
@@ -51,14 +51,14 @@ func (p *problems) discovery(d *Discovery, etcdPeerPort int) {
 	if d.SRV != "" && len(d.Peers) > 0 {
 		p.add("discovery", "srv and peers are exclusive")
 	}
-	if d.SRV != "" && !validDomain(d.SRV) {
+	if d.SRV != "" && !ValidDomain(d.SRV) {
 		p.add("discovery.srv", "%q is not a valid domain name", d.SRV)
 	}
 	switch {
 	case d.SRVName == "":
 	case d.SRV == "":
 		p.add("discovery.srvName", "needs discovery.srv")
-	case !validLabel(d.SRVName):
+	case !ValidLabel(d.SRVName):
 		p.add("discovery.srvName", "%q is not a valid service name", d.SRVName)
 	}
 	names := map[string]int{}
@@ -69,7 +69,7 @@ func (p *problems) discovery(d *Discovery, etcdPeerPort int) {
 		case peer.Name == "":
 			p.add(at+".name", "required")
 		case !ValidName(peer.Name):
-			p.add(at+".name", "%q is not a valid node name (%s)", peer.Name, nameRule)
+			p.add(at+".name", "%q is not a valid node name (%s)", peer.Name, NameRule)
 		default:
 			if j, dup := names[peer.Name]; dup {
 				p.add(at+".name", "%q already used by discovery.peers[%d]", peer.Name, j)
@@ -156,7 +156,7 @@ func (p *problems) network(n *Network) {
 		}
 	}
 	for i, d := range n.Search {
-		if !validDomain(d) {
+		if !ValidDomain(d) {
 			p.add(fmt.Sprintf("network.search[%d]", i), "%q is not a valid domain name", d)
 		}
 	}
@@ -219,7 +219,7 @@ func (p *problems) port(path string, n int) {
 	}
 }
 
-const nameRule = "lowercase letters, digits and '-', at most 63 characters, not " + pki.AdminCommonName
+const NameRule = "lowercase letters, digits and '-', at most 63 characters, not " + pki.AdminCommonName
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -248,17 +248,17 @@ func DefaultNodeName(hostname string, mac net.HardwareAddr) string {
 
 var labelRE = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?$`)
 
-func validLabel(s string) bool {
+func ValidLabel(s string) bool {
 	return len(s) <= 63 && labelRE.MatchString(s)
 }
 
-func validDomain(s string) bool {
+func ValidDomain(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
 		return false
 	}
 	for l := range strings.SplitSeq(s, ".") {
-		if !validLabel(l) {
+		if !ValidLabel(l) {
 			return false
 		}
 	}
@@ -269,7 +269,7 @@ func validHost(s string) bool {
 	if _, err := netip.ParseAddr(s); err == nil {
 		return true
 	}
-	return validDomain(s)
+	return ValidDomain(s)
 }
 
 // validIfName follows the kernel's dev_valid_name.

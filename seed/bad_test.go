@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseSeedBad(t *testing.T) {
+func TestParseBad(t *testing.T) {
 	f := newFixture(t)
 	issuing := f.issuing()
 	pkiWith := func(fields ...string) string {
@@ -221,8 +221,8 @@ discovery:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := ParseSeed([]byte(tt.yaml))
-			require.Error(t, err, "ParseSeed = %+v, want error", s)
+			s, err := Parse([]byte(tt.yaml))
+			require.Error(t, err, "Parse = %+v, want error", s)
 			assert.Nil(t, s)
 			var merr *multierror.Error
 			require.ErrorAs(t, err, &merr, "error %v is not a list of problems", err)
@@ -233,7 +233,7 @@ discovery:
 				got[fe.Path] += fe.Error() + "; "
 			}
 			for path, msg := range tt.want {
-				assert.Contains(t, got, path, "ParseSeed error = %v, want a problem at %s", err, path)
+				assert.Contains(t, got, path, "Parse error = %v, want a problem at %s", err, path)
 				assert.Contains(t, got[path], msg, "problems at %s", path)
 			}
 			for path := range got {

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"path/filepath"
@@ -18,7 +18,7 @@ func TestIssuingPKI(t *testing.T) {
 	s := &Seed{Cluster: "demo", PKI: p}
 	b, err := s.Marshal()
 	require.NoError(t, err)
-	back, err := ParseSeed(b)
+	back, err := Parse(b)
 	require.NoError(t, err)
 	ca, err := pki.LoadCA([]byte(back.PKI.CACert), []byte(back.PKI.CAKey))
 	require.NoError(t, err, "the seed's CA issues")

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ func (f fixture) issuing() string {
 	return "pki:\n  caCert: " + block(f.caCert, 4) + "\n  caKey: " + block(f.caKey, 4) + "\n"
 }
 
-func TestParseSeedGood(t *testing.T) {
+func TestParseGood(t *testing.T) {
 	f := newFixture(t)
 	tests := []struct {
 		name string
@@ -161,7 +161,7 @@ network:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseSeed([]byte(tt.yaml))
+			got, err := Parse([]byte(tt.yaml))
 			require.NoError(t, err)
 			want := &Seed{
 				Cluster:   "demo",
@@ -184,18 +184,18 @@ func jsonString(s string) string {
 	return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"`
 }
 
-func TestParseSeedReportsOnce(t *testing.T) {
+func TestParseReportsOnce(t *testing.T) {
 	f := newFixture(t)
 	// A mistyped cluster is not also "required"; problems found after a
 	// shape problem are all kept, even several at one path.
 	in := "cluster: 123\n" + "pki:\n  caCert: " + block(f.caCert, 4) + "\n  caKey: " + block(f.caKey, 4) + "\n  key: " + block(f.key, 4) + "\n"
-	_, err := ParseSeed([]byte(in))
+	_, err := Parse([]byte(in))
 	var merr *multierror.Error
 	require.ErrorAs(t, err, &merr)
 	assert.Equal(t, "cluster: want a string, got number 123; pki: key without cert; pki: caKey and cert/key are exclusive", err.Error())
 }
 
-func TestParseSeedSyntax(t *testing.T) {
+func TestParseSyntax(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
@@ -205,7 +205,7 @@ func TestParseSeedSyntax(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseSeed([]byte(tt.yaml))
+			_, err := Parse([]byte(tt.yaml))
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -227,15 +227,15 @@ func TestSeedMarshal(t *testing.T) {
 	assert.NotContains(t, string(data), "etcd:", "zero sections are left out")
 	assert.NotContains(t, string(data), "srv:", "empty keys are left out")
 
-	out, err := ParseSeed(data)
-	require.NoError(t, err, "ParseSeed(Marshal()):\n%s", data)
+	out, err := Parse(data)
+	require.NoError(t, err, "Parse(Marshal()):\n%s", data)
 	in.ApplyDefaults()
 	assert.Equal(t, in, out)
 
 	// With defaults applied it still round-trips.
 	data, err = out.Marshal()
 	require.NoError(t, err)
-	again, err := ParseSeed(data)
+	again, err := Parse(data)
 	require.NoError(t, err)
 	assert.Equal(t, out, again)
 
@@ -260,7 +260,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestSeedRejectsAdminName(t *testing.T) {
-	_, err := ParseSeed([]byte("cluster: c1\nname: etcdbox-admin\ndiscovery: {srv: example.internal}\n"))
+	_, err := Parse([]byte("cluster: c1\nname: etcdbox-admin\ndiscovery: {srv: example.internal}\n"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"etcdbox-admin" is not a valid node name`)
 	assert.Equal(t, "etcd-0a0b0c", DefaultNodeName("etcdbox-admin.example.internal", []byte{1, 2, 0x0a, 0x0b, 0x0c}),

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"crypto"

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"encoding/base64"
@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// CmdlineSeedKey is the kernel command line parameter that carries a seed,
+// CmdlineKey is the kernel command line parameter that carries a seed,
 // base64-encoded.
-const CmdlineSeedKey = "etcdbox.seed"
+const CmdlineKey = "etcdbox.seed"
 
 // ParseCmdline splits a kernel command line (the content of /proc/cmdline)
 // into parameters the way the kernel's next_arg does: whitespace separates
@@ -61,18 +61,18 @@ func isSpace(r rune) bool {
 	return false
 }
 
-// SeedFromCmdline returns the seed carried by etcdbox.seed= on the kernel
+// FromCmdline returns the seed carried by etcdbox.seed= on the kernel
 // command line s, decoded from base64: standard or URL alphabet, padded or
 // not. ok is false when the parameter is absent. Errors name the parameter.
-// The returned bytes still need ParseSeed.
-func SeedFromCmdline(s string) (seed []byte, ok bool, err error) {
-	v, ok := ParseCmdline(s)[CmdlineSeedKey]
+// The returned bytes still need Parse.
+func FromCmdline(s string) (seed []byte, ok bool, err error) {
+	v, ok := ParseCmdline(s)[CmdlineKey]
 	if !ok {
 		return nil, false, nil
 	}
 	seed, err = decodeBase64(v)
 	if err != nil {
-		return nil, true, fmt.Errorf("%s: %w", CmdlineSeedKey, err)
+		return nil, true, fmt.Errorf("%s: %w", CmdlineKey, err)
 	}
 	return seed, true, nil
 }
@@ -110,7 +110,7 @@ func WithoutSeed(s string) string {
 	fields := strings.Fields(s)
 	out := fields[:0]
 	for _, f := range fields {
-		if strings.HasPrefix(strings.TrimPrefix(f, `"`), CmdlineSeedKey+"=") {
+		if strings.HasPrefix(strings.TrimPrefix(f, `"`), CmdlineKey+"=") {
 			continue
 		}
 		out = append(out, f)

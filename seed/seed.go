@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"bytes"
@@ -175,15 +175,15 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Path + ": " + e.Problem }
 
-// ParseSeed parses a YAML (or JSON) seed strictly, validates it and applies
+// Parse parses a YAML (or JSON) seed strictly, validates it and applies
 // the defaults. Unknown keys, wrongly typed and malformed values are all
 // reported at once, as a *multierror.Error of *FieldError values that each
 // name their key path; YAML syntax errors and duplicate keys come back as a
 // plain error with a line number. Values that YAML reads as numbers or
 // booleans are not turned into strings: `name: 1` must be quoted. A seed
-// over MaxSeedSize is refused unread (ErrSeedTooLarge).
-func ParseSeed(data []byte) (*Seed, error) {
-	if err := checkSeedSize(len(data)); err != nil {
+// over MaxSize is refused unread (ErrTooLarge).
+func Parse(data []byte) (*Seed, error) {
+	if err := checkSize(len(data)); err != nil {
 		return nil, err
 	}
 	j, err := yaml.YAMLToJSONStrict(data)
@@ -227,7 +227,7 @@ func ParseSeed(data []byte) (*Seed, error) {
 	return &s, nil
 }
 
-// Marshal validates s and returns it as YAML that ParseSeed reads back.
+// Marshal validates s and returns it as YAML that Parse reads back.
 func (s *Seed) Marshal() ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package discovery
+package seed
 
 import (
 	"errors"
@@ -15,26 +15,26 @@ import (
 // TestSeedSizeCap: a seed over 1 MiB is refused at once, unparsed, and the
 // error does not echo it.
 func TestSeedSizeCap(t *testing.T) {
-	huge := "cluster: x\nname: " + strings.Repeat("a", MaxSeedSize) + "\n"
+	huge := "cluster: x\nname: " + strings.Repeat("a", MaxSize) + "\n"
 	start := time.Now()
-	_, err := ParseSeed([]byte(huge))
-	require.ErrorIs(t, err, ErrSeedTooLarge)
+	_, err := Parse([]byte(huge))
+	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Less(t, len(err.Error()), 200, "the error echoes the seed")
 	assert.Less(t, time.Since(start), time.Second, "a huge seed was parsed before it was refused")
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "user-data")
 	require.NoError(t, os.WriteFile(path, []byte(huge), 0o600))
-	_, err = ReadSeedFile(path)
-	require.ErrorIs(t, err, ErrSeedTooLarge)
+	_, err = ReadFile(path)
+	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Contains(t, err.Error(), path)
 
 	ok := filepath.Join(dir, "ok")
 	require.NoError(t, os.WriteFile(ok, []byte("cluster: x\n"), 0o600))
-	b, err := ReadSeedFile(ok)
+	b, err := ReadFile(ok)
 	require.NoError(t, err)
 	assert.Equal(t, "cluster: x\n", string(b))
-	_, err = ReadSeedFile(filepath.Join(dir, "missing"))
+	_, err = ReadFile(filepath.Join(dir, "missing"))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "a missing file is ErrNotExist: %v", err)
 }
 
@@ -44,7 +44,7 @@ func TestSeedSizeCap(t *testing.T) {
 func TestSeedErrorsDoNotEcho(t *testing.T) {
 	key := "-----BEGIN PRIVATE KEY-----\nMARKERsecretMARKER\n-----END PRIVATE KEY-----\n"
 	seed := "cluster: demo\nname: |\n  " + strings.ReplaceAll(key, "\n", "\n  ") + "\nupgrade:\n  insecureRegistries: [" + strings.Repeat("x", 5000) + "]\n"
-	_, err := ParseSeed([]byte(seed))
+	_, err := Parse([]byte(seed))
 	require.Error(t, err)
 	msg := err.Error()
 	assert.NotContains(t, msg, "MARKER", "the error echoes PEM text")
