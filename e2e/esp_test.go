@@ -37,11 +37,18 @@ func readESP(t *testing.T, vm *qemu.VM) map[string]espFile {
 	qemuImg(t, "convert", "-U", "-O", "raw", "--image-opts",
 		"driver=raw,offset="+strconv.Itoa(espOffset)+",size="+strconv.Itoa(espBytes)+
 			",file.driver=qcow2,file.file.filename="+optEscape(filepath.Join(vm.Dir(), "disk.qcow2")), raw)
+	return espFiles(t, raw, vm.Name())
+}
+
+// espFiles returns every file of the FAT filesystem image at raw (the ESP
+// of node).
+func espFiles(t *testing.T, raw, node string) map[string]espFile {
+	t.Helper()
 	f, err := os.Open(raw)
 	require.NoError(t, err)
 	defer f.Close()
 	fsys, err := fat32.Read(file.New(f, true), espBytes, 0, 512)
-	require.NoError(t, err, "the ESP of %s", vm.Name())
+	require.NoError(t, err, "the ESP of %s", node)
 	files := map[string]espFile{}
 	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -64,6 +71,6 @@ func readESP(t *testing.T, vm *qemu.VM) map[string]espFile {
 		files[p] = ef
 		return nil
 	})
-	require.NoError(t, err, "walk the ESP of %s", vm.Name())
+	require.NoError(t, err, "walk the ESP of %s", node)
 	return files
 }
