@@ -1,9 +1,6 @@
 package console
 
-import (
-	"bytes"
-	"sync"
-)
+import "sync"
 
 // MaxLine bounds one line in a Ring. A longer line is stored in pieces, so a
 // child that never writes a newline cannot grow memory without bound.
@@ -14,11 +11,11 @@ const MaxLine = 4096
 // writes. It is safe for concurrent use. Lines are stored without their
 // newline.
 type Ring struct {
-	mu      sync.Mutex
-	lines   []string // circular; len(lines) == capacity
-	next    int      // index of the slot to write next
-	full    bool     // every slot holds a line
-	partial []byte   // the current line, not yet ended by '\n'
+	mu    sync.Mutex
+	lines []string // circular; len(lines) == capacity
+	next  int      // index of the slot to write next
+	full  bool     // every slot holds a line
+	split Splitter // the current line, not yet ended by '\n'
 }
 
 // NewRing returns a Ring that keeps the last n lines (at least one).
@@ -26,43 +23,16 @@ func NewRing(n int) *Ring {
 	if n < 1 {
 		n = 1
 	}
-	return &Ring{lines: make([]string, n)}
+	r := &Ring{lines: make([]string, n)}
+	r.split = Splitter{Max: MaxLine, Emit: func(line []byte) { r.push(string(line)) }}
+	return r
 }
 
 // Write stores the lines of p. It never fails.
 func (r *Ring) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			r.partial = append(r.partial, p...)
-			for len(r.partial) >= MaxLine {
-				r.push(string(r.partial[:MaxLine]))
-				r.partial = append(r.partial[:0], r.partial[MaxLine:]...)
-			}
-			break
-		}
-		if len(r.partial) > 0 {
-			r.partial = append(r.partial, p[:i]...)
-			r.pushLong(r.partial)
-			r.partial = r.partial[:0]
-		} else {
-			r.pushLong(p[:i])
-		}
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// pushLong stores one line, in MaxLine pieces if it is longer.
-func (r *Ring) pushLong(line []byte) {
-	for len(line) > MaxLine {
-		r.push(string(line[:MaxLine]))
-		line = line[MaxLine:]
-	}
-	r.push(string(line))
+	return r.split.Write(p)
 }
 
 func (r *Ring) push(line string) {
@@ -87,8 +57,8 @@ func (r *Ring) Lines() []string {
 		out = make([]string, 0, r.next+1)
 	}
 	out = append(out, r.lines[:r.next]...)
-	if len(r.partial) > 0 {
-		out = append(out, string(r.partial))
+	if p := r.split.Partial(); len(p) > 0 {
+		out = append(out, string(p))
 	}
 	return out
 }
