@@ -87,21 +87,12 @@ func (n *node) prepareData(ctx context.Context) error {
 	return nil
 }
 
-// runTool runs an e2fsprogs binary through the reaper (PID 1 must not use
-// exec.Cmd.Wait; see package supervise) and returns its output and exit
-// code.
+// runTool runs a tool of the image (supervise.RunTool) with the minimal
+// environment the init gives every tool.
 func runTool(name string, args ...string) ([]byte, int, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "LANG=C"}
-	out, err := supervise.CombinedOutput(context.Background(), cmd)
-	var ee *supervise.ExitError
-	if errors.As(err, &ee) && ee.Signal == 0 {
-		return out, ee.Code, nil
-	}
-	if err != nil {
-		return out, -1, err
-	}
-	return out, 0, nil
+	return supervise.RunTool(context.Background(), cmd)
 }
 
 // unmountAll syncs and unmounts what init mounted, in reverse order.

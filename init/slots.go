@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,13 +63,14 @@ func (n *node) checkESP(ctx context.Context, bin, dev string) {
 	defer cancel()
 	cmd := exec.Command(bin, "-a", "-w", dev)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "LANG=C"}
-	out, err := supervise.CombinedOutput(ctx, cmd)
-	var ee *supervise.ExitError
+	out, code, err := supervise.RunTool(ctx, cmd)
 	switch {
-	case err == nil:
+	case err == nil && code == 0:
 		return
-	case errors.As(err, &ee) && ee.Signal == 0 && ee.Code == 1:
+	case err == nil && code == 1:
 		n.log.Printf("ESP %s: fsck.fat repaired it: %s", dev, oneLine(out))
+	case err == nil:
+		n.log.Printf("ESP %s: fsck.fat: exit status %d: %s (mounting it anyway)", dev, code, oneLine(out))
 	default:
 		n.log.Printf("ESP %s: fsck.fat: %v: %s (mounting it anyway)", dev, err, oneLine(out))
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
 // DefaultToolDir is where the initramfs carries e2fsprogs.
@@ -106,7 +109,8 @@ type Tools struct {
 	Dir string
 	// Run runs a program and returns its combined output and exit code;
 	// err is only for a program that could not run or died of a signal.
-	// Nil means os/exec. Tests record calls here.
+	// Nil runs it through the reaper (supervise.RunTool). Tests record
+	// calls here.
 	Run func(name string, args ...string) (out []byte, code int, err error)
 }
 
@@ -127,15 +131,7 @@ func (t *Tools) run(tool string, args ...string) ([]byte, int, error) {
 func execRun(name string, args ...string) ([]byte, int, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = []string{"PATH=" + filepath.Dir(name), "LANG=C"}
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.Exited() {
-		return out, ee.ExitCode(), nil
-	}
-	if err != nil {
-		return out, -1, err
-	}
-	return out, 0, nil
+	return supervise.RunTool(context.Background(), cmd)
 }
 
 // Mkfs formats dev as ext4 with the given filesystem label. Inode tables

@@ -297,6 +297,23 @@ func CombinedOutput(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
 	return b.Bytes(), err
 }
 
+// RunTool runs cmd, a tool whose exit code means something (fsck, e2fsck),
+// and returns its standard output and standard error, interleaved, with
+// its exit code. err is only for a tool that could not run, died of a
+// signal, or outlived ctx. It is the init's one way to run a tool: through
+// the reaper, never exec.Cmd.Wait.
+func RunTool(ctx context.Context, cmd *exec.Cmd) (out []byte, code int, err error) {
+	out, err = CombinedOutput(ctx, cmd)
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Signal == 0 {
+		return out, ee.Code, nil
+	}
+	if err != nil {
+		return out, -1, err
+	}
+	return out, 0, nil
+}
+
 func closeAll(fs []*os.File) {
 	for _, f := range fs {
 		_ = f.Close()

@@ -111,6 +111,27 @@ func TestOutput(t *testing.T) {
 	assert.Equal(t, "from stdin\n", string(out))
 }
 
+// TestRunTool: an exit code is a result, not an error; a signal, or a
+// tool that cannot start, is an error.
+func TestRunTool(t *testing.T) {
+	out, code, err := RunTool(context.Background(), sh("echo fixed; echo it >&2; exit 1"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "fixed\nit\n", string(out))
+
+	_, code, err = RunTool(context.Background(), sh("true"))
+	require.NoError(t, err)
+	assert.Zero(t, code)
+
+	_, code, err = RunTool(context.Background(), sh("kill -9 $$"))
+	require.Error(t, err, "death by a signal")
+	assert.Equal(t, -1, code)
+
+	_, code, err = RunTool(context.Background(), exec.Command(filepath.Join(t.TempDir(), "missing")))
+	require.Error(t, err)
+	assert.Equal(t, -1, code)
+}
+
 func TestRunContextKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
