@@ -104,7 +104,8 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 	if serviceName != "" && !seed.ValidLabel(serviceName) {
 		return nil, fmt.Errorf("SRV service name %q is not a valid DNS label", serviceName)
 	}
-	serverName, clientName := SRVNames(domain, serviceName)
+	c := srvCheck{domain: domain}
+	c.serverName, c.clientName = SRVNames(domain, serviceName)
 	suffix := ""
 	if serviceName != "" {
 		suffix = "-" + serviceName
@@ -113,118 +114,31 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 	_, servers, err := r.LookupSRV(ctx, srvServer+suffix, "tcp", domain+".")
 	if err != nil {
 		if isNotFound(err) {
-			return nil, fmt.Errorf("lookup %s: %w", serverName, ErrNoRecords)
+			return nil, fmt.Errorf("lookup %s: %w", c.serverName, ErrNoRecords)
 		}
-		return nil, fmt.Errorf("lookup %s: %w", serverName, err)
+		return nil, fmt.Errorf("lookup %s: %w", c.serverName, err)
 	}
 	if len(servers) == 0 {
-		return nil, fmt.Errorf("lookup %s: %w", serverName, ErrNoRecords)
+		return nil, fmt.Errorf("lookup %s: %w", c.serverName, ErrNoRecords)
 	}
 	if len(servers) > MaxSRVRecords {
-		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", serverName, len(servers), MaxSRVRecords)
+		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", c.serverName, len(servers), MaxSRVRecords)
 	}
-
 	_, clients, err := r.LookupSRV(ctx, srvClient+suffix, "tcp", domain+".")
 	switch {
 	case err == nil:
 	case isNotFound(err):
 		// No client records: every peer uses the default client port.
 	default:
-		return nil, fmt.Errorf("lookup %s: %w", clientName, err)
+		return nil, fmt.Errorf("lookup %s: %w", c.clientName, err)
 	}
 	if len(clients) > MaxSRVRecords {
-		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", clientName, len(clients), MaxSRVRecords)
+		return nil, fmt.Errorf("lookup %s: %d SRV records, more than the %d accepted", c.clientName, len(clients), MaxSRVRecords)
 	}
 
-	var problems *multierror.Error
-	fail := func(format string, args ...any) {
-		problems = multierror.Append(problems, fmt.Errorf(format, args...))
-	}
-	clientPorts := map[string]uint16{}
-	for _, c := range clients {
-		target := canonicalTarget(c.Target)
-		switch prev, dup := clientPorts[target]; {
-		case c.Port == 0:
-			fail("%s: SRV target %s has port 0", clientName, target)
-		case dup && prev != c.Port:
-			fail("%s: %s is listed twice (ports %d and %d)", clientName, target, prev, c.Port)
-		default:
-			clientPorts[target] = c.Port
-		}
-	}
-	byName := map[string]seed.Peer{}
-	var set PeerSet
-	for _, s := range servers {
-		target := canonicalTarget(s.Target)
-		name, rest, _ := strings.Cut(target, ".")
-		switch {
-		case target == "":
-			fail("%s: a target of \".\" means the service is not available", serverName)
-			continue
-		case rest != domain && !strings.HasSuffix(rest, "."+domain):
-			fail("%s: SRV target %s is outside %s", serverName, target, domain)
-			continue
-		case rest != domain:
-			fail("%s: SRV target %s is not directly under %s (want <name>.%s)", serverName, target, domain, domain)
-			continue
-		case !seed.ValidName(name):
-			fail("%s: SRV target %s: %q is not a valid node name (%s)", serverName, target, name, seed.NameRule)
-			continue
-		case s.Port == 0:
-			fail("%s: SRV target %s has port 0", serverName, target)
-			continue
-		}
-		p := seed.Peer{Name: name, Host: target, PeerPort: int(s.Port), ClientPort: seed.DefaultClientPort}
-		if cp, ok := clientPorts[target]; ok {
-			p.ClientPort = int(cp)
-		}
-		if p.ClientPort == p.PeerPort {
-			fail("%s and %s: %s has client port %d, the same as its peer port", serverName, clientName, target, p.PeerPort)
-			continue
-		}
-		if prev, dup := byName[name]; dup {
-			if prev != p {
-				fail("%s: %s is listed twice (%s and %s)", serverName, name,
-					net.JoinHostPort(prev.Host, strconv.Itoa(prev.PeerPort)), net.JoinHostPort(p.Host, strconv.Itoa(p.PeerPort)))
-			}
-			continue
-		}
-		byName[name] = p
-		set = append(set, p)
-	}
-
-	// Resolve every target, concurrently: one slow name must not add up.
-	addrs := make([][]string, len(set))
-	errs := make([]error, len(set))
-	var wg sync.WaitGroup
-	for i, p := range set {
-		wg.Go(func() { addrs[i], errs[i] = r.LookupHost(ctx, p.Host+".") })
-	}
-	wg.Wait()
-	endpoints := map[string]string{} // ip:peerPort -> name
-	for i, p := range set {
-		switch {
-		case errs[i] != nil && isNotFound(errs[i]), errs[i] == nil && len(addrs[i]) == 0:
-			fail("SRV target %s has no address", p.Host)
-			continue
-		case errs[i] != nil:
-			fail("resolve SRV target %s: %w", p.Host, errs[i])
-			continue
-		}
-		for _, a := range addrs[i] {
-			if ip := net.ParseIP(a); ip != nil && (ip.IsUnspecified() || ip.IsMulticast()) {
-				fail("SRV target %s resolves to %s, which is not a host's address", p.Host, a)
-				continue
-			}
-			ep := net.JoinHostPort(a, strconv.Itoa(p.PeerPort))
-			if other, dup := endpoints[ep]; dup && other != p.Name {
-				fail("%s: %s and %s are the same node: both resolve to %s", serverName, other, p.Name, ep)
-				continue
-			}
-			endpoints[ep] = p.Name
-		}
-	}
-	if err := problems.ErrorOrNil(); err != nil {
+	set := c.peers(servers, c.clientPorts(clients))
+	c.resolve(ctx, r, set)
+	if err := c.problems.ErrorOrNil(); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(set, func(a, b seed.Peer) int {
@@ -237,6 +151,123 @@ func SRV(ctx context.Context, r Resolver, domain, serviceName string) (PeerSet, 
 		return strings.Compare(a.Name, b.Name)
 	})
 	return set, nil
+}
+
+// srvCheck collects what is wrong with one domain's SRV answers, so that
+// SRV reports every problem at once.
+type srvCheck struct {
+	domain, serverName, clientName string
+	problems                       *multierror.Error
+}
+
+func (c *srvCheck) fail(format string, args ...any) {
+	c.problems = multierror.Append(c.problems, fmt.Errorf(format, args...))
+}
+
+// clientPorts maps each client record's target to its port.
+func (c *srvCheck) clientPorts(clients []*net.SRV) map[string]uint16 {
+	ports := map[string]uint16{}
+	for _, r := range clients {
+		target := canonicalTarget(r.Target)
+		switch prev, dup := ports[target]; {
+		case r.Port == 0:
+			c.fail("%s: SRV target %s has port 0", c.clientName, target)
+		case dup && prev != r.Port:
+			c.fail("%s: %s is listed twice (ports %d and %d)", c.clientName, target, prev, r.Port)
+		default:
+			ports[target] = r.Port
+		}
+	}
+	return ports
+}
+
+// peers turns the server records into peers, each named by the first
+// label of its target, with its client port from clientPorts.
+func (c *srvCheck) peers(servers []*net.SRV, clientPorts map[string]uint16) PeerSet {
+	byName := map[string]seed.Peer{}
+	var set PeerSet
+	for _, r := range servers {
+		target := canonicalTarget(r.Target)
+		name, ok := c.nodeName(target, r.Port)
+		if !ok {
+			continue
+		}
+		p := seed.Peer{Name: name, Host: target, PeerPort: int(r.Port), ClientPort: seed.DefaultClientPort}
+		if cp, ok := clientPorts[target]; ok {
+			p.ClientPort = int(cp)
+		}
+		if p.ClientPort == p.PeerPort {
+			c.fail("%s and %s: %s has client port %d, the same as its peer port", c.serverName, c.clientName, target, p.PeerPort)
+			continue
+		}
+		if prev, dup := byName[name]; dup {
+			if prev != p {
+				c.fail("%s: %s is listed twice (%s and %s)", c.serverName, name,
+					net.JoinHostPort(prev.Host, strconv.Itoa(prev.PeerPort)), net.JoinHostPort(p.Host, strconv.Itoa(p.PeerPort)))
+			}
+			continue
+		}
+		byName[name] = p
+		set = append(set, p)
+	}
+	return set
+}
+
+// nodeName returns the node name of a server record's target, which must
+// be <name>.<domain>, with a port.
+func (c *srvCheck) nodeName(target string, port uint16) (string, bool) {
+	name, rest, _ := strings.Cut(target, ".")
+	switch {
+	case target == "":
+		c.fail("%s: a target of \".\" means the service is not available", c.serverName)
+	case rest != c.domain && !strings.HasSuffix(rest, "."+c.domain):
+		c.fail("%s: SRV target %s is outside %s", c.serverName, target, c.domain)
+	case rest != c.domain:
+		c.fail("%s: SRV target %s is not directly under %s (want <name>.%s)", c.serverName, target, c.domain, c.domain)
+	case !seed.ValidName(name):
+		c.fail("%s: SRV target %s: %q is not a valid node name (%s)", c.serverName, target, name, seed.NameRule)
+	case port == 0:
+		c.fail("%s: SRV target %s has port 0", c.serverName, target)
+	default:
+		return name, true
+	}
+	return "", false
+}
+
+// resolve looks up every peer's host, concurrently (one slow name must
+// not add up), and checks that each has an address of a host and that no
+// two peers are the same node.
+func (c *srvCheck) resolve(ctx context.Context, r Resolver, set PeerSet) {
+	addrs := make([][]string, len(set))
+	errs := make([]error, len(set))
+	var wg sync.WaitGroup
+	for i, p := range set {
+		wg.Go(func() { addrs[i], errs[i] = r.LookupHost(ctx, p.Host+".") })
+	}
+	wg.Wait()
+	endpoints := map[string]string{} // ip:peerPort -> name
+	for i, p := range set {
+		switch {
+		case errs[i] != nil && isNotFound(errs[i]), errs[i] == nil && len(addrs[i]) == 0:
+			c.fail("SRV target %s has no address", p.Host)
+			continue
+		case errs[i] != nil:
+			c.fail("resolve SRV target %s: %w", p.Host, errs[i])
+			continue
+		}
+		for _, a := range addrs[i] {
+			if ip := net.ParseIP(a); ip != nil && (ip.IsUnspecified() || ip.IsMulticast()) {
+				c.fail("SRV target %s resolves to %s, which is not a host's address", p.Host, a)
+				continue
+			}
+			ep := net.JoinHostPort(a, strconv.Itoa(p.PeerPort))
+			if other, dup := endpoints[ep]; dup && other != p.Name {
+				c.fail("%s: %s and %s are the same node: both resolve to %s", c.serverName, other, p.Name, ep)
+				continue
+			}
+			endpoints[ep] = p.Name
+		}
+	}
 }
 
 // canonicalTarget lowercases an SRV target and drops its trailing dot.
