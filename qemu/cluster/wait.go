@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -60,17 +61,73 @@ func (c *Cluster) wait(ctx context.Context, w want) error {
 	if err != nil {
 		return err
 	}
-	var (
-		mu   sync.Mutex
-		seen = map[string]observation{}
-	)
+	obs := &observations{seen: map[string]observation{}}
 	fail := make(chan error, 2*len(w.names))
+	vms, err := c.watchNodes(ctx, &wg, w, tc, obs, fail)
+	if err != nil {
+		return err
+	}
+	served := map[string]bool{}
+	var last string
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	for {
+		snap := obs.snapshot()
+		members, err := c.members(snap, w.names, served)
+		if err != nil {
+			return err
+		}
+		if members != nil {
+			if d := describeMembers(members); d != last {
+				last = d
+				c.cfg.Log("members: %s", d)
+				if w.onMembers != nil {
+					w.onMembers(members)
+				}
+			}
+		}
+		if allServe(snap, w.names) && membersDone(members, w.names, w.members) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return c.notReady(ctx.Err(), w, snap, vms, last)
+		case err := <-fail:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// observations holds the latest probe of each node: the probes write it,
+// wait reads it.
+type observations struct {
+	mu   sync.Mutex
+	seen map[string]observation
+}
+
+func (o *observations) set(name string, ob observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen[name] = ob
+}
+
+func (o *observations) snapshot() map[string]observation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.seen)
+}
+
+// watchNodes starts, for each node of w, a probe that records what its
+// etcd answers into obs, and a console watcher that reports on fail why
+// the node cannot get ready. It returns the nodes' VMs.
+func (c *Cluster) watchNodes(ctx context.Context, wg *sync.WaitGroup, w want, tc *tls.Config, obs *observations, fail chan<- error) (map[string]*qemu.VM, error) {
 	vms := map[string]*qemu.VM{}
 	for _, name := range w.names {
 		n, _ := c.Node(name)
 		vm, err := c.VM(name)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		vms[name] = vm
 		var from int64
@@ -83,10 +140,7 @@ func (c *Cluster) wait(ctx context.Context, w want) error {
 			t := time.NewTicker(probeEvery)
 			defer t.Stop()
 			for {
-				o := probe(ctx, n.Endpoint(), tc)
-				mu.Lock()
-				seen[name] = o
-				mu.Unlock()
+				obs.set(name, probe(ctx, n.Endpoint(), tc))
 				select {
 				case <-ctx.Done():
 					return
@@ -101,74 +155,57 @@ func (c *Cluster) wait(ctx context.Context, w want) error {
 			}
 		}()
 	}
+	return vms, nil
+}
 
-	served := map[string]bool{}
-	var last string
-	tick := time.NewTicker(checkEvery)
-	defer tick.Stop()
-	for {
-		mu.Lock()
-		obs := make(map[string]observation, len(seen))
-		for k, v := range seen {
-			obs[k] = v
+// members returns the member list of the first node that answers, logging
+// each node the first time it serves (served records that); two nodes in
+// different clusters are an error.
+func (c *Cluster) members(obs map[string]observation, names []string, served map[string]bool) ([]*pb.Member, error) {
+	clusters := map[uint64][]string{}
+	var members []*pb.Member
+	for _, name := range names {
+		o, ok := obs[name]
+		if !ok || o.err != nil {
+			continue
 		}
-		mu.Unlock()
-		clusters := map[uint64][]string{}
-		var members []*pb.Member
-		for _, name := range w.names {
-			o, ok := obs[name]
-			if !ok || o.err != nil {
-				continue
-			}
-			clusters[o.clusterID] = append(clusters[o.clusterID], name)
-			if !served[name] {
-				served[name] = true
-				c.cfg.Log("%s: serves linearizable reads (member %016x, cluster %016x)", name, o.memberID, o.clusterID)
-			}
-			if members == nil {
-				members = o.members
-			}
+		clusters[o.clusterID] = append(clusters[o.clusterID], name)
+		if !served[name] {
+			served[name] = true
+			c.cfg.Log("%s: serves linearizable reads (member %016x, cluster %016x)", name, o.memberID, o.clusterID)
 		}
-		if len(clusters) > 1 {
-			return fmt.Errorf("two clusters formed: %s", describeClusters(clusters))
-		}
-		if members != nil {
-			if d := describeMembers(members); d != last {
-				last = d
-				c.cfg.Log("members: %s", d)
-				if w.onMembers != nil {
-					w.onMembers(members)
-				}
-			}
-		}
-		if allServe(obs, w.names) && membersDone(members, w.names, w.members) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			err := fmt.Errorf("wait for %d voting members: %w", w.members, ctx.Err())
-			var why []string
-			for _, name := range w.names {
-				o, ok := obs[name]
-				if ok && o.err == nil {
-					continue
-				}
-				reason := "not probed yet"
-				if ok {
-					reason = shortErr(o.err)
-				}
-				why = append(why, name+": "+reason)
-				c.cfg.Log("%s: not ready (%s); last console lines (%s):\n%s", name, reason, vms[name].ConsolePath(), vms[name].ConsoleTail(40))
-			}
-			if len(why) == 0 {
-				why = append(why, "members: "+last)
-			}
-			return fmt.Errorf("%w; %s", err, strings.Join(why, "; "))
-		case err := <-fail:
-			return err
-		case <-tick.C:
+		if members == nil {
+			members = o.members
 		}
 	}
+	if len(clusters) > 1 {
+		return nil, fmt.Errorf("two clusters formed: %s", describeClusters(clusters))
+	}
+	return members, nil
+}
+
+// notReady is wait's error when its time is up (cause): which nodes do
+// not serve and why, with their last console lines in the log, or the
+// members as last seen.
+func (c *Cluster) notReady(cause error, w want, obs map[string]observation, vms map[string]*qemu.VM, lastMembers string) error {
+	err := fmt.Errorf("wait for %d voting members: %w", w.members, cause)
+	var why []string
+	for _, name := range w.names {
+		o, ok := obs[name]
+		if ok && o.err == nil {
+			continue
+		}
+		reason := "not probed yet"
+		if ok {
+			reason = shortErr(o.err)
+		}
+		why = append(why, name+": "+reason)
+		c.cfg.Log("%s: not ready (%s); last console lines (%s):\n%s", name, reason, vms[name].ConsolePath(), vms[name].ConsoleTail(40))
+	}
+	if len(why) == 0 {
+		why = append(why, "members: "+lastMembers)
+	}
+	return fmt.Errorf("%w; %s", err, strings.Join(why, "; "))
 }
 
 // watchConsole reports vm's console markers from offset from on, until
