@@ -43,60 +43,10 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	var once sync.Once
 	unlock := func() { once.Do(unlockDir) }
 	defer unlock()
-	st, err := ReadState(dir)
-	resume := err == nil && len(st.Nodes) > 0
-	if err != nil && !errors.Is(err, ErrNoCluster) {
+	cfg, st, resume, err := planUp(cfg, nodes)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Image != "" {
-		if cfg.Image, err = filepath.Abs(cfg.Image); err != nil {
-			return nil, err
-		}
-	}
-	if resume {
-		if err := resumable(st, cfg, nodes); err != nil {
-			return nil, fmt.Errorf("cluster in %s: %w", dir, err)
-		}
-		cfg.Image, cfg.Domain = st.Image, st.Domain
-		cfg.MemoryMiB, cfg.CPUs = orInt(cfg.MemoryMiB, st.MemoryMiB), orInt(cfg.CPUs, st.CPUs)
-		if cfg.GuestPorts == nil {
-			cfg.GuestPorts = st.GuestPorts
-		}
-	} else {
-		if nodes < 1 || nodes > maxNodes {
-			return nil, fmt.Errorf("nodes %d: want 1 to %d", nodes, maxNodes)
-		}
-		if cfg.Image == "" {
-			return nil, errors.New("image: missing")
-		}
-		src := cfg.Image
-		if cfg.Image, err = pinImage(src, dir); err != nil {
-			return nil, err
-		}
-		if cfg.Log != nil && cfg.Image != src {
-			cfg.Log("image: %s (pinned: %s, so that a rebuild of it leaves the nodes' disks alone)", src, cfg.Image)
-		}
-		cfg.Domain = or(cfg.Domain, DefaultDomain)
-		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes}
-		for i := 1; i <= nodes; i++ {
-			name := "n" + strconv.Itoa(i)
-			st.Nodes = append(st.Nodes, Node{Name: name, Dir: filepath.Join(dir, name), IP: nodeIP(i)})
-		}
-	}
-	cfg.OVMFCode, cfg.OVMFVars = or(cfg.OVMFCode, st.OVMFCode), or(cfg.OVMFVars, st.OVMFVars)
-	if cfg.OVMFCode == "" || cfg.OVMFVars == "" {
-		return nil, errors.New("OVMF firmware: missing")
-	}
-	if cfg.OVMFCode, err = filepath.Abs(cfg.OVMFCode); err != nil {
-		return nil, err
-	}
-	if cfg.OVMFVars, err = filepath.Abs(cfg.OVMFVars); err != nil {
-		return nil, err
-	}
-	st.Image, st.OVMFCode, st.OVMFVars = cfg.Image, cfg.OVMFCode, cfg.OVMFVars
-	st.MemoryMiB, st.CPUs = orInt(cfg.MemoryMiB, 1024), orInt(cfg.CPUs, 1)
-	st.GuestPorts = cfg.GuestPorts
-
 	pkiDir := filepath.Join(dir, PKIDir)
 	if made, err := ensureCA(pkiDir); err != nil {
 		return nil, err
@@ -114,19 +64,7 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ensureNetwork(ctx); err != nil {
-		return nil, err
-	}
-	// A network that stayed up knows where renumbered nodes moved.
-	if err := c.syncIPs(ctx); err != nil {
-		return nil, err
-	}
-	for i := range c.st.Nodes {
-		if err := c.register(ctx, &c.st.Nodes[i]); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.save(); err != nil {
+	if err := c.joinNetwork(ctx); err != nil {
 		return nil, err
 	}
 	var stopped []Node
@@ -145,6 +83,86 @@ func Up(ctx context.Context, cfg Config, nodes int) (*Cluster, error) {
 	}
 	unlock()
 	return c, c.WaitReady(ctx, fresh...)
+}
+
+// planUp returns what Up brings up in cfg.Dir (absolute): the state of the
+// cluster there when it resumes one (cfg then takes the state's image,
+// domain and sizes), else a new state of nodes nodes; with the firmware
+// of cfg or of the state.
+func planUp(cfg Config, nodes int) (Config, State, bool, error) {
+	dir := cfg.Dir
+	st, err := ReadState(dir)
+	resume := err == nil && len(st.Nodes) > 0
+	if err != nil && !errors.Is(err, ErrNoCluster) {
+		return cfg, st, false, err
+	}
+	if cfg.Image != "" {
+		if cfg.Image, err = filepath.Abs(cfg.Image); err != nil {
+			return cfg, st, false, err
+		}
+	}
+	if resume {
+		if err := resumable(st, cfg, nodes); err != nil {
+			return cfg, st, false, fmt.Errorf("cluster in %s: %w", dir, err)
+		}
+		cfg.Image, cfg.Domain = st.Image, st.Domain
+		cfg.MemoryMiB, cfg.CPUs = orInt(cfg.MemoryMiB, st.MemoryMiB), orInt(cfg.CPUs, st.CPUs)
+		if cfg.GuestPorts == nil {
+			cfg.GuestPorts = st.GuestPorts
+		}
+	} else {
+		if nodes < 1 || nodes > maxNodes {
+			return cfg, st, false, fmt.Errorf("nodes %d: want 1 to %d", nodes, maxNodes)
+		}
+		if cfg.Image == "" {
+			return cfg, st, false, errors.New("image: missing")
+		}
+		src := cfg.Image
+		if cfg.Image, err = pinImage(src, dir); err != nil {
+			return cfg, st, false, err
+		}
+		if cfg.Log != nil && cfg.Image != src {
+			cfg.Log("image: %s (pinned: %s, so that a rebuild of it leaves the nodes' disks alone)", src, cfg.Image)
+		}
+		cfg.Domain = or(cfg.Domain, DefaultDomain)
+		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes}
+		for i := 1; i <= nodes; i++ {
+			name := "n" + strconv.Itoa(i)
+			st.Nodes = append(st.Nodes, Node{Name: name, Dir: filepath.Join(dir, name), IP: nodeIP(i)})
+		}
+	}
+	cfg.OVMFCode, cfg.OVMFVars = or(cfg.OVMFCode, st.OVMFCode), or(cfg.OVMFVars, st.OVMFVars)
+	if cfg.OVMFCode == "" || cfg.OVMFVars == "" {
+		return cfg, st, false, errors.New("OVMF firmware: missing")
+	}
+	if cfg.OVMFCode, err = filepath.Abs(cfg.OVMFCode); err != nil {
+		return cfg, st, false, err
+	}
+	if cfg.OVMFVars, err = filepath.Abs(cfg.OVMFVars); err != nil {
+		return cfg, st, false, err
+	}
+	st.Image, st.OVMFCode, st.OVMFVars = cfg.Image, cfg.OVMFCode, cfg.OVMFVars
+	st.MemoryMiB, st.CPUs = orInt(cfg.MemoryMiB, 1024), orInt(cfg.CPUs, 1)
+	st.GuestPorts = cfg.GuestPorts
+	return cfg, st, resume, nil
+}
+
+// joinNetwork starts the network daemon unless it runs, registers every
+// node with it (a network that stayed up knows where renumbered nodes
+// moved) and saves the state.
+func (c *Cluster) joinNetwork(ctx context.Context) error {
+	if err := c.ensureNetwork(ctx); err != nil {
+		return err
+	}
+	if err := c.syncIPs(ctx); err != nil {
+		return err
+	}
+	for i := range c.st.Nodes {
+		if err := c.register(ctx, &c.st.Nodes[i]); err != nil {
+			return err
+		}
+	}
+	return c.save()
 }
 
 // resumable checks that Up with cfg and nodes can resume the cluster st.
