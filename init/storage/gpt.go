@@ -170,54 +170,17 @@ func planGrow(f *os.File, name string, ss, size int64, align int64) (Resize, gro
 	if ss < 512 || size < 4*ss {
 		return Resize{}, nil, fmt.Errorf("disk of %d bytes with %d-byte sectors", size, ss)
 	}
-	sector := make([]byte, ss)
-	if _, err := f.ReadAt(sector, ss); err != nil {
-		return Resize{}, nil, fmt.Errorf("read GPT header: %w", err)
-	}
-	h, err := parseGPTHeader(sector)
+	h, entries, err := readPrimaryGPT(f, ss)
 	if err != nil {
-		return Resize{}, nil, fmt.Errorf("primary GPT header at LBA 1: %w", err)
+		return Resize{}, nil, err
 	}
-	if h.myLBA != 1 {
-		return Resize{}, nil, fmt.Errorf("primary GPT header says it is at LBA %d", h.myLBA)
+	idx, err := lastPartition(h, entries, name)
+	if err != nil {
+		return Resize{}, nil, err
 	}
-	if h.entriesLBA < 2 || h.entriesLBA+h.arraySectors(ss) > h.firstUsable || h.firstUsable > h.lastUsbl {
-		return Resize{}, nil, fmt.Errorf("primary GPT header: partition array at LBA %d, usable LBAs %d-%d", h.entriesLBA, h.firstUsable, h.lastUsbl)
-	}
-	arrayLen := int64(h.numEntries) * int64(h.entrySize)
-	entries := make([]byte, arrayLen)
-	if _, err := f.ReadAt(entries, int64(h.entriesLBA)*ss); err != nil {
-		return Resize{}, nil, fmt.Errorf("read GPT partition array: %w", err)
-	}
-	if got := crc32.ChecksumIEEE(entries); got != h.entriesCRC {
-		return Resize{}, nil, fmt.Errorf("GPT partition array CRC32 %#08x, header says %#08x", got, h.entriesCRC)
-	}
-
-	// Find the partition, and check that it is the last one.
 	le := binary.LittleEndian
-	idx := -1
-	var maxEnd uint64
-	for i := 0; i < int(h.numEntries); i++ {
-		e := entries[i*int(h.entrySize):][:h.entrySize]
-		if allZero(e[:16]) { // unused entry
-			continue
-		}
-		maxEnd = max(maxEnd, le.Uint64(e[40:]))
-		if partName(e) == name {
-			if idx >= 0 {
-				return Resize{}, nil, fmt.Errorf("two partitions named %q (%d and %d)", name, idx+1, i+1)
-			}
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return Resize{}, nil, fmt.Errorf("no partition named %q", name)
-	}
 	e := entries[idx*int(h.entrySize):][:h.entrySize]
 	first, last := le.Uint64(e[32:]), le.Uint64(e[40:])
-	if last != maxEnd {
-		return Resize{}, nil, fmt.Errorf("partition %d (%q) is not the last on the disk", idx+1, name)
-	}
 
 	// The new geometry: backup header on the last LBA, its array below it.
 	lastLBA := uint64(size/ss) - 1
@@ -246,8 +209,71 @@ func planGrow(f *os.File, name string, ss, size int64, align int64) (Resize, gro
 	if !r.Changed() {
 		return r, nil, nil
 	}
-
 	le.PutUint64(e[40:], newLast)
+	return r, gptWrites(f, h, entries, ss, lastLBA, lastUsable), nil
+}
+
+// readPrimaryGPT reads and checks the primary GPT header and its
+// partition array.
+func readPrimaryGPT(f *os.File, ss int64) (*gptHeader, []byte, error) {
+	sector := make([]byte, ss)
+	if _, err := f.ReadAt(sector, ss); err != nil {
+		return nil, nil, fmt.Errorf("read GPT header: %w", err)
+	}
+	h, err := parseGPTHeader(sector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("primary GPT header at LBA 1: %w", err)
+	}
+	if h.myLBA != 1 {
+		return nil, nil, fmt.Errorf("primary GPT header says it is at LBA %d", h.myLBA)
+	}
+	if h.entriesLBA < 2 || h.entriesLBA+h.arraySectors(ss) > h.firstUsable || h.firstUsable > h.lastUsbl {
+		return nil, nil, fmt.Errorf("primary GPT header: partition array at LBA %d, usable LBAs %d-%d", h.entriesLBA, h.firstUsable, h.lastUsbl)
+	}
+	entries := make([]byte, int64(h.numEntries)*int64(h.entrySize))
+	if _, err := f.ReadAt(entries, int64(h.entriesLBA)*ss); err != nil {
+		return nil, nil, fmt.Errorf("read GPT partition array: %w", err)
+	}
+	if got := crc32.ChecksumIEEE(entries); got != h.entriesCRC {
+		return nil, nil, fmt.Errorf("GPT partition array CRC32 %#08x, header says %#08x", got, h.entriesCRC)
+	}
+	return h, entries, nil
+}
+
+// lastPartition returns the index of the partition named name, which must
+// be the only one of that name and the last on the disk.
+func lastPartition(h *gptHeader, entries []byte, name string) (int, error) {
+	le := binary.LittleEndian
+	idx := -1
+	var maxEnd uint64
+	for i := 0; i < int(h.numEntries); i++ {
+		e := entries[i*int(h.entrySize):][:h.entrySize]
+		if allZero(e[:16]) { // unused entry
+			continue
+		}
+		maxEnd = max(maxEnd, le.Uint64(e[40:]))
+		if partName(e) == name {
+			if idx >= 0 {
+				return -1, fmt.Errorf("two partitions named %q (%d and %d)", name, idx+1, i+1)
+			}
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return -1, fmt.Errorf("no partition named %q", name)
+	}
+	if last := le.Uint64(entries[idx*int(h.entrySize)+40:]); last != maxEnd {
+		return -1, fmt.Errorf("partition %d (%q) is not the last on the disk", idx+1, name)
+	}
+	return idx, nil
+}
+
+// gptWrites is the writes that move the GPT of header h to a disk whose
+// last LBA is lastLBA, with the partition array entries (already
+// changed): the backup first, then the primary, the protective MBR, and
+// the stale backup header zeroed.
+func gptWrites(f *os.File, h *gptHeader, entries []byte, ss int64, lastLBA, lastUsable uint64) growPlan {
+	arr := h.arraySectors(ss)
 	oldAlt, oldLastUsable := h.altLBA, h.lastUsbl
 	h.entriesCRC = crc32.ChecksumIEEE(entries)
 	h.lastUsbl = lastUsable
@@ -259,13 +285,12 @@ func planGrow(f *os.File, name string, ss, size int64, align int64) (Resize, gro
 	primary := h
 	primary.myLBA, primary.altLBA = 1, lastLBA
 
-	var plan growPlan
-	plan = append(plan,
+	plan := growPlan{
 		write{off: int64(backup.entriesLBA) * ss, data: entries},
 		write{off: int64(lastLBA) * ss, data: backup.encode(), sync: true},
-	)
+	}
 	ph := primary.encode()
-	if primary.entriesLBA == 2 && arrayLen%ss == 0 { // header and array in one write
+	if primary.entriesLBA == 2 && int64(len(entries))%ss == 0 { // header and array in one write
 		plan = append(plan, write{off: ss, data: append(ph, entries...), sync: true})
 	} else {
 		plan = append(plan, write{off: int64(primary.entriesLBA) * ss, data: entries}, write{off: ss, data: ph, sync: true})
@@ -279,7 +304,7 @@ func planGrow(f *os.File, name string, ss, size int64, align int64) (Resize, gro
 	if oldAlt > oldLastUsable && oldAlt < backup.entriesLBA {
 		plan = append(plan, write{off: int64(oldAlt) * ss, data: make([]byte, ss), sync: true})
 	}
-	return r, plan, nil
+	return plan
 }
 
 // protectiveMBR returns LBA 0's partition table with the 0xEE entry
