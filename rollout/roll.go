@@ -197,55 +197,74 @@ func (r *Roll) Run(ctx context.Context) error {
 	if err := r.prestage(ctx, todo); err != nil {
 		return err
 	}
-	var done []string
+	p := &progress{plan: plan, records: records}
 	for _, name := range Order(names, c.LeaderName()) {
-		if err := r.checkTarget(ctx); err != nil {
+		if err := r.rollNode(ctx, name, p); err != nil {
 			return err
 		}
-		c, err = r.waitReady(ctx)
-		if err != nil {
-			return fmt.Errorf("before node %s: %w", name, err)
-		}
-		if r.moved(c, records, name) {
-			r.logf("node %s: already on %s, skipped", name, r.Image)
-			done = append(done, name)
-			continue
-		}
-		if plan.Upgrade && LastMover(plan, etcdVersions(c), name) {
-			if err := pointOfNoReturn(plan, c, name); err != nil {
-				return err
-			}
-			r.logf("node %s: point of no return: it is the last member on etcd %s; once it runs %s the cluster version rises to %s, and rolling back by slot swap is no longer safe (downgrade through etcd's downgrade API)",
-				name, plan.From, plan.To, plan.To)
-		}
-		if plan.Downgrade {
-			if c, err = r.waitStorage(ctx, name, plan.To); err != nil {
-				return err
-			}
-		}
-		if name == c.LeaderName() {
-			if err := r.handOver(ctx, c, name, done); err != nil {
-				return err
-			}
-		}
-		if err := r.step(ctx, name); err != nil {
+	}
+	c, _ = r.Observe(ctx)
+	r.logf("roll done in %s: %d nodes on %s; cluster version %s", r.now().Sub(start).Round(time.Second), len(p.done), r.Image, orUnknown(c.ClusterVersion))
+	return nil
+}
+
+// progress is what a roll carries from node to node: its version plan
+// (which the first node on the image may refine), the records of the
+// nodes that moved before it began, and the nodes it has moved.
+type progress struct {
+	plan    VersionPlan
+	records []NodeRecord
+	done    []string
+}
+
+// rollNode moves node name onto the image, unless it runs it already:
+// with the cluster ready, past the point of no return or the storage
+// version a downgrade waits for, leadership handed over, one step.
+func (r *Roll) rollNode(ctx context.Context, name string, p *progress) error {
+	if err := r.checkTarget(ctx); err != nil {
+		return err
+	}
+	c, err := r.waitReady(ctx)
+	if err != nil {
+		return fmt.Errorf("before node %s: %w", name, err)
+	}
+	if r.moved(c, p.records, name) {
+		r.logf("node %s: already on %s, skipped", name, r.Image)
+		p.done = append(p.done, name)
+		return nil
+	}
+	if p.plan.Upgrade && LastMover(p.plan, etcdVersions(c), name) {
+		if err := pointOfNoReturn(p.plan, c, name); err != nil {
 			return err
 		}
-		done = append(done, name)
-		if r.ImageEtcd == "" {
-			// Learn the image's etcd from the first node that runs it.
-			if c, err := r.Observe(ctx); err == nil {
-				if ns, ok := c.Node(name); ok && ns.Err == nil {
-					r.ImageEtcd = ns.Status.EtcdVersion
-					if plan, err = CheckVersions(etcdVersions(c), r.ImageEtcd); err != nil {
-						return err
-					}
+		r.logf("node %s: point of no return: it is the last member on etcd %s; once it runs %s the cluster version rises to %s, and rolling back by slot swap is no longer safe (downgrade through etcd's downgrade API)",
+			name, p.plan.From, p.plan.To, p.plan.To)
+	}
+	if p.plan.Downgrade {
+		if c, err = r.waitStorage(ctx, name, p.plan.To); err != nil {
+			return err
+		}
+	}
+	if name == c.LeaderName() {
+		if err := r.handOver(ctx, c, name, p.done); err != nil {
+			return err
+		}
+	}
+	if err := r.step(ctx, name); err != nil {
+		return err
+	}
+	p.done = append(p.done, name)
+	if r.ImageEtcd == "" {
+		// Learn the image's etcd from the first node that runs it.
+		if c, err := r.Observe(ctx); err == nil {
+			if ns, ok := c.Node(name); ok && ns.Err == nil {
+				r.ImageEtcd = ns.Status.EtcdVersion
+				if p.plan, err = CheckVersions(etcdVersions(c), r.ImageEtcd); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	c, _ = r.Observe(ctx)
-	r.logf("roll done in %s: %d nodes on %s; cluster version %s", r.now().Sub(start).Round(time.Second), len(done), r.Image, orUnknown(c.ClusterVersion))
 	return nil
 }
 
