@@ -103,33 +103,11 @@ func run(ociPath, rawPath string, n int) error {
 		return fmt.Errorf("%s: its ESP has no entry for slot a", rawPath)
 	}
 
-	var sig, pull, write, hash, stage []time.Duration
-	var size int
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if _, err := imagesig.Verify(ctx, ref, []crypto.PublicKey{pub}, remote.WithContext(ctx)); err != nil {
-			return fmt.Errorf("verify: %w", err)
-		}
-		t1 := time.Now()
-		boot, err := upgrade.Fetch(ctx, ref.String(), upgrade.Options{Insecure: true})
-		if err != nil {
-			return fmt.Errorf("pull: %w", err)
-		}
-		t2 := time.Now()
-		if _, err := slot.Stage(slot.Dir(esp), "b", slot.Update{
-			Kernel: bytes.NewReader(boot.Kernel), Initrd: bytes.NewReader(boot.Initrd), Options: a.Entry.Options, Hold: true,
-		}); err != nil {
-			return fmt.Errorf("stage: %w", err)
-		}
-		t3 := time.Now()
-		size = len(boot.Kernel) + len(boot.Initrd)
-		for _, b := range blobs {
-			sha256.Sum256(b)
-		}
-		t4 := time.Now()
-		sig, pull, write, hash = append(sig, t1.Sub(t0)), append(pull, t2.Sub(t1)), append(write, t3.Sub(t2)), append(hash, t4.Sub(t3))
-		stage = append(stage, t3.Sub(t0))
+	t, size, err := measure(ctx, ref, pub, blobs, esp, a.Entry.Options, n)
+	if err != nil {
+		return err
 	}
+	sig, pull, write, hash, stage := t.sig, t.pull, t.write, t.hash, t.stage
 	verify := make([]time.Duration, n)
 	for i := range verify {
 		verify[i] = sig[i] + hash[i]
@@ -147,6 +125,43 @@ func run(ociPath, rawPath string, n int) error {
 	fmt.Printf("  SHA-256 of the pulled blobs: %s\n", stats.Durations(hash).Format("%.3fs"))
 	fmt.Printf("  verification (digests + signature) / staging: %s\n", stats.Ratio(stats.Durations(verify), stats.Durations(stage)))
 	return nil
+}
+
+// timings are the durations of each measured staging.
+type timings struct{ sig, pull, write, hash, stage []time.Duration }
+
+// measure stages ref n times into slot b of the ESP directory esp (held,
+// next to the builder's slot a with its options) and times each part; it
+// returns the bytes staged.
+func measure(ctx context.Context, ref name.Digest, pub crypto.PublicKey, blobs [][]byte, esp, options string, n int) (timings, int, error) {
+	var t timings
+	var size int
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := imagesig.Verify(ctx, ref, []crypto.PublicKey{pub}, remote.WithContext(ctx)); err != nil {
+			return t, 0, fmt.Errorf("verify: %w", err)
+		}
+		t1 := time.Now()
+		boot, err := upgrade.Fetch(ctx, ref.String(), upgrade.Options{Insecure: true})
+		if err != nil {
+			return t, 0, fmt.Errorf("pull: %w", err)
+		}
+		t2 := time.Now()
+		if _, err := slot.Stage(slot.Dir(esp), "b", slot.Update{
+			Kernel: bytes.NewReader(boot.Kernel), Initrd: bytes.NewReader(boot.Initrd), Options: options, Hold: true,
+		}); err != nil {
+			return t, 0, fmt.Errorf("stage: %w", err)
+		}
+		t3 := time.Now()
+		size = len(boot.Kernel) + len(boot.Initrd)
+		for _, b := range blobs {
+			sha256.Sum256(b)
+		}
+		t4 := time.Now()
+		t.sig, t.pull, t.write = append(t.sig, t1.Sub(t0)), append(t.pull, t2.Sub(t1)), append(t.write, t3.Sub(t2))
+		t.hash, t.stage = append(t.hash, t4.Sub(t3)), append(t.stage, t3.Sub(t0))
+	}
+	return t, size, nil
 }
 
 // serveAndPush serves a registry on a loopback port for as long as the
