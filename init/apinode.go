@@ -16,16 +16,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 	"golang.org/x/sys/unix"
 )
 
 // serveAPI starts the node API on the seed's api.port (DESIGN §8).
 func (n *node) serveAPI(context.Context) error {
-	srv, err := api.New(api.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.limited.Printf})
+	srv, err := server.New(server.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.limited.Printf})
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (n *node) backupsDir() string { return filepath.Join(n.root, "backups") }
 func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
 	n := a.n
 	if n.supervisor() == nil {
-		return nodeapi.Snapshot{}, fmt.Errorf("%w: etcd is not running", api.ErrBusy)
+		return nodeapi.Snapshot{}, fmt.Errorf("%w: etcd is not running", server.ErrBusy)
 	}
 	a.snapMu.Lock()
 	defer a.snapMu.Unlock()

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 )
 
@@ -70,12 +70,12 @@ func TestStageUpgradeAllowlist(t *testing.T) {
 	n.seed.Upgrade.Registries = []string{"10.88.0.1:5000"}
 	a := &apiNode{n: n}
 	err := a.StageUpgrade(t.Context(), "evil.invalid/etcdbox@sha256:"+strings.Repeat("a", 64), false)
-	require.ErrorIs(t, err, api.ErrRefused)
+	require.ErrorIs(t, err, server.ErrRefused)
 	assert.ErrorIs(t, err, upgrade.ErrRegistryNotAllowed)
 	assert.Contains(t, err.Error(), "evil.invalid is not in the seed's upgrade.registries")
 	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase, "staging started")
 
 	err = a.StageUpgrade(t.Context(), "10.88.0.1:5000/etcdbox:latest", true)
-	require.ErrorIs(t, err, api.ErrBadRequest, "a tag, not a digest")
+	require.ErrorIs(t, err, server.ErrBadRequest, "a tag, not a digest")
 	assert.Equal(t, nodeapi.PhaseIdle, a.Upgrade().Phase)
 }

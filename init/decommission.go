@@ -15,8 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -84,15 +84,15 @@ type decommissionJob struct {
 }
 
 // run removes the node's member and writes the tombstone, or says why not:
-// errors wrap api.ErrBadRequest (another node's name), api.ErrBusy (already
-// decommissioned) or api.ErrRefused (not a member, the last one, the
+// errors wrap server.ErrBadRequest (another node's name), server.ErrBusy (already
+// decommissioned) or server.ErrRefused (not a member, the last one, the
 // quorum, the lock).
 func (j decommissionJob) run(ctx context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {
 	if req.Node != j.name {
-		return nodeapi.Decommissioned{}, fmt.Errorf("%w: this node is %s, not %s", api.ErrBadRequest, j.name, req.Node)
+		return nodeapi.Decommissioned{}, fmt.Errorf("%w: this node is %s, not %s", server.ErrBadRequest, j.name, req.Node)
 	}
 	if dead, why := decommissioned(j.stateDir); dead {
-		return nodeapi.Decommissioned{}, fmt.Errorf("%w: %s", api.ErrBusy, why)
+		return nodeapi.Decommissioned{}, fmt.Errorf("%w: %s", server.ErrBusy, why)
 	}
 	local, err := j.local()
 	if err != nil {
@@ -144,7 +144,7 @@ func (j decommissionJob) run(ctx context.Context, req nodeapi.DecommissionReques
 			}
 		}
 		if errors.Is(err, rollout.ErrRemoveRefused) || errors.Is(err, rollout.ErrMembershipLocked) {
-			return nodeapi.Decommissioned{}, fmt.Errorf("%w: %w", api.ErrRefused, err)
+			return nodeapi.Decommissioned{}, fmt.Errorf("%w: %w", server.ErrRefused, err)
 		}
 		return nodeapi.Decommissioned{}, err
 	}
@@ -184,13 +184,13 @@ func writeTombstone(stateDir string, t tombstone) error {
 	return nil
 }
 
-// Decommission implements api.Node: it runs the decommission and, once the
+// Decommission implements server.Node: it runs the decommission and, once the
 // member is removed, powers the node off through the shutdown path (which
 // lets the server send this answer first).
 func (a *apiNode) Decommission(ctx context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {
 	n := a.n
 	if n.supervisor() == nil {
-		return nodeapi.Decommissioned{}, fmt.Errorf("%w: etcd is not running", api.ErrBusy)
+		return nodeapi.Decommissioned{}, fmt.Errorf("%w: etcd is not running", server.ErrBusy)
 	}
 	m := n.localMember()
 	tc, err := m.tlsConfig()

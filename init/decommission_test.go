@@ -11,9 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/internal/etcdtest"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -55,7 +55,7 @@ func TestDecommissionJobRealEtcd(t *testing.T) {
 
 	t.Run("another node's name", func(t *testing.T) {
 		_, err := n4.run(ctx, nodeapi.DecommissionRequest{Node: "n3"})
-		require.ErrorIs(t, err, api.ErrBadRequest)
+		require.ErrorIs(t, err, server.ErrBadRequest)
 		assert.EqualError(t, err, "bad request: this node is n4, not n3")
 	})
 
@@ -66,7 +66,7 @@ func TestDecommissionJobRealEtcd(t *testing.T) {
 		m := concurrency.NewMutex(s, rollout.MembershipLockKey)
 		require.NoError(t, m.Lock(ctx))
 		_, err = n4.run(ctx, nodeapi.DecommissionRequest{Node: "n4"})
-		require.ErrorIs(t, err, api.ErrRefused)
+		require.ErrorIs(t, err, server.ErrRefused)
 		require.ErrorIs(t, err, rollout.ErrMembershipLocked)
 		require.NoError(t, m.Unlock(ctx))
 		dead, _ := decommissioned(n4.stateDir)
@@ -90,7 +90,7 @@ func TestDecommissionJobRealEtcd(t *testing.T) {
 			assert.NotEqual(t, "n4", m.Name)
 		}
 		_, err = n4.run(ctx, nodeapi.DecommissionRequest{Node: "n4"})
-		require.ErrorIs(t, err, api.ErrBusy, "a second decommission")
+		require.ErrorIs(t, err, server.ErrBusy, "a second decommission")
 		assert.Contains(t, err.Error(), "decommissioned at 2030-01-02T03:04:05Z")
 	})
 
@@ -98,7 +98,7 @@ func TestDecommissionJobRealEtcd(t *testing.T) {
 		c.Kill("n1")
 		n3 := job("n3")
 		_, err := n3.run(ctx, nodeapi.DecommissionRequest{Node: "n3"})
-		require.ErrorIs(t, err, api.ErrRefused)
+		require.ErrorIs(t, err, server.ErrRefused)
 		require.ErrorIs(t, err, rollout.ErrRemoveRefused)
 		assert.Contains(t, err.Error(), "removing n3 would leave 1 healthy of 2 voters, below their quorum of 2")
 		dead, _ := decommissioned(n3.stateDir)

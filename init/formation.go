@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 )
 
@@ -59,20 +59,20 @@ func (a *apiNode) FormWithout(ctx context.Context, names []string) (nodeapi.Form
 	}
 	initial, err := peers.Initial(n.seed.Discovery.InitialSize)
 	if err != nil {
-		return nodeapi.Formation{}, fmt.Errorf("%w: %v", api.ErrBusy, err)
+		return nodeapi.Formation{}, fmt.Errorf("%w: %v", server.ErrBusy, err)
 	}
 	expected := initial.Names()
 	for _, name := range names {
 		switch {
 		case name == n.name:
-			return nodeapi.Formation{}, fmt.Errorf("%w: %s cannot form the cluster without itself", api.ErrBadRequest, name)
+			return nodeapi.Formation{}, fmt.Errorf("%w: %s cannot form the cluster without itself", server.ErrBadRequest, name)
 		case !slices.Contains(expected, name):
-			return nodeapi.Formation{}, fmt.Errorf("%w: %s is not an expected initial member (%v)", api.ErrBadRequest, name, expected)
+			return nodeapi.Formation{}, fmt.Errorf("%w: %s is not an expected initial member (%v)", server.ErrBadRequest, name, expected)
 		}
 	}
 	_, err = n.formationStore().Update(func(r *member.Record) error {
 		if r.Started() {
-			return fmt.Errorf("%w: this node started formation %s already", api.ErrBusy, r.Token)
+			return fmt.Errorf("%w: this node started formation %s already", server.ErrBusy, r.Token)
 		}
 		for _, name := range names {
 			if !slices.Contains(r.Without, name) {

@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 	"net"
 )
@@ -47,7 +47,7 @@ type node struct {
 	// probation: the booted slot was on probation when the ESP was
 	// mounted; its boot steps are noted there (noteReached).
 	probation bool
-	api       *api.Server // the node API, nil until it serves
+	api       *server.Server // the node API, nil until it serves
 	start     time.Time
 	once      sync.Once
 

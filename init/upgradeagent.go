@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/imagesig"
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 )
 
@@ -51,7 +51,7 @@ func (a *apiNode) busy() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p := a.progress; p.Phase == nodeapi.PhasePulling || p.Phase == nodeapi.PhaseWriting {
-		return fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+		return fmt.Errorf("%w: staging %s", server.ErrBusy, p.Target)
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func (a *apiNode) claim(ref string) (running bool, err error) {
 		if p.Target == ref {
 			return true, nil
 		}
-		return true, fmt.Errorf("%w: staging %s", api.ErrBusy, p.Target)
+		return true, fmt.Errorf("%w: staging %s", server.ErrBusy, p.Target)
 	}
 	a.progress = nodeapi.UpgradeProgress{Target: ref, Phase: nodeapi.PhasePulling, Updated: time.Now()}
 	a.mu.Unlock()
@@ -79,17 +79,17 @@ func (a *apiNode) claim(ref string) (running bool, err error) {
 func (a *apiNode) checkRef(ref string) (string, error) {
 	n := a.n
 	if n.esp == "" {
-		return "", fmt.Errorf("%w: no ESP mounted (container mode has no slots)", api.ErrBusy)
+		return "", fmt.Errorf("%w: no ESP mounted (container mode has no slots)", server.ErrBusy)
 	}
 	// The allowlist is checked here, before any network traffic, and
 	// its refusal goes back to the caller, not to a background phase.
 	d, err := upgrade.ParseRef(ref, false)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", api.ErrBadRequest, err)
+		return "", fmt.Errorf("%w: %w", server.ErrBadRequest, err)
 	}
 	if err := upgrade.CheckRegistry(d, n.seed.Upgrade.Registries); err != nil {
 		n.log.Printf("upgrade: refused: %v", err)
-		return "", fmt.Errorf("%w: %w", api.ErrRefused, err)
+		return "", fmt.Errorf("%w: %w", server.ErrRefused, err)
 	}
 	return d.DigestStr(), nil
 }
@@ -136,7 +136,7 @@ func (a *apiNode) ArmUpgrade(_ context.Context, ref string) error {
 	n := a.n
 	target := slot.Other(n.bootedSlot())
 	if target == "" {
-		return fmt.Errorf("%w: booted without etcdbox.slot", api.ErrRefused)
+		return fmt.Errorf("%w: booted without etcdbox.slot", server.ErrRefused)
 	}
 	rec, err := readStagedRecord(n.esp, target)
 	if err != nil {
@@ -147,11 +147,11 @@ func (a *apiNode) ArmUpgrade(_ context.Context, ref string) error {
 		if holds == "" {
 			holds = "no staged image"
 		}
-		return fmt.Errorf("%w: slot %s holds %s, not %s; stage it first", api.ErrRefused, target, holds, digest)
+		return fmt.Errorf("%w: slot %s holds %s, not %s; stage it first", server.ErrRefused, target, holds, digest)
 	}
 	e, err := slot.Arm(n.esp, target)
 	if err != nil {
-		return fmt.Errorf("%w: %w", api.ErrRefused, err)
+		return fmt.Errorf("%w: %w", server.ErrRefused, err)
 	}
 	n.log.Printf("upgrade: %s armed in slot %s as %s (generation %d)", digest, target, e.File, e.Generation)
 	a.setPhase(ref, nodeapi.PhaseStaged, "")

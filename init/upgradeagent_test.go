@@ -23,11 +23,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 )
 
@@ -150,7 +150,7 @@ func TestStageAheadAndArm(t *testing.T) {
 	assert.Equal(t, int32(1), reg.pulls.Load(), "the held digest is not pulled again")
 
 	err = a.ArmUpgrade(ctx, other)
-	require.ErrorIs(t, err, api.ErrRefused)
+	require.ErrorIs(t, err, server.ErrRefused)
 	assert.ErrorContains(t, err, "slot b holds "+digestOf(ref)+", not "+digestOf(other))
 	assert.NotNil(t, slotB(t, a).Held, "a refused arm leaves the slot held")
 
@@ -186,7 +186,7 @@ func TestStageAheadAndArm(t *testing.T) {
 	assert.Equal(t, int32(3), reg.pulls.Load())
 	assert.Equal(t, slot.Trying, slotB(t, a).Status())
 	err = a.ArmUpgrade(ctx, ref)
-	assert.ErrorIs(t, err, api.ErrRefused, "slot b holds the other image now")
+	assert.ErrorIs(t, err, server.ErrRefused, "slot b holds the other image now")
 }
 
 // TestArmWithoutStage: a node with nothing staged refuses to arm, naming
@@ -196,7 +196,7 @@ func TestArmWithoutStage(t *testing.T) {
 	a := agentNode(t, reg)
 	ref := reg.push(t, "k", "i")
 	err := a.ArmUpgrade(t.Context(), ref)
-	require.ErrorIs(t, err, api.ErrRefused)
+	require.ErrorIs(t, err, server.ErrRefused)
 	assert.ErrorContains(t, err, "slot b holds no staged image")
 	assert.Zero(t, reg.pulls.Load())
 }

@@ -1,7 +1,8 @@
 // Package nodeapi is the wire format of the etcdbox node API (DESIGN §8) and
 // its Go client. The CLI and the init both import it; it links the standard
 // library, package pki and go-containerregistry's name parser only, so it
-// fits either side of the import rules.
+// fits either side of the import rules. Its server, which only the init
+// links, is the subpackage nodeapi/server.
 //
 // The API is HTTPS with mutual TLS on its own port (DefaultPort, the seed's
 // api.port). The server presents the node's server certificate; clients

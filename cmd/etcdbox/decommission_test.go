@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -43,7 +43,7 @@ func TestDecommissionCommand(t *testing.T) {
 	require.NoError(t, pki.Init(adminDir, false))
 	n1 := &decommissionNode{statusNode: statusNode{status: nodeapi.Status{Name: "n1"}}}
 	n2 := &decommissionNode{statusNode: statusNode{status: nodeapi.Status{Name: "n2"}},
-		err: fmt.Errorf("remove n2: %w: removing n2 would leave 1 healthy of 2 voters, below their quorum of 2", api.ErrRefused)}
+		err: fmt.Errorf("remove n2: %w: removing n2 would leave 1 healthy of 2 voters, below their quorum of 2", server.ErrRefused)}
 	p1, p2 := serveNode(t, adminDir, "n1", n1), serveNode(t, adminDir, "n2", n2)
 	url := func(port int) string { return "https://127.0.0.1:" + strconv.Itoa(port) }
 	eps := url(p1) + "," + url(p2)

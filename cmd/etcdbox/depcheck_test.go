@@ -40,6 +40,7 @@ func TestImportDirection(t *testing.T) {
 		{pkg: "./cmd/etcdbox", required: mod + "image", forbidden: []string{
 			"github.com/vishvananda/netlink",
 			"go.etcd.io/etcd/server/v3",
+			mod + "nodeapi/server", // the CLI is the node API's client
 		}},
 		{pkg: "./init/slot", required: mod + "init/slot", forbidden: []string{
 			"github.com/diskfs/go-diskfs",

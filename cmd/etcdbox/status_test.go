@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -23,7 +23,7 @@ import (
 
 // statusNode is a node API backend that only reports.
 type statusNode struct {
-	api.Node // nil: any other method panics
+	server.Node // nil: any other method panics
 	status   nodeapi.Status
 }
 
@@ -39,7 +39,7 @@ func serveStatusNode(t *testing.T, adminDir string, st nodeapi.Status) int {
 
 // serveNode serves node as name with a server certificate from the CA in
 // adminDir and returns the port.
-func serveNode(t *testing.T, adminDir, name string, node api.Node) int {
+func serveNode(t *testing.T, adminDir, name string, node server.Node) int {
 	t.Helper()
 	ca, err := pki.LoadCAFiles(adminDir)
 	require.NoError(t, err)
@@ -47,10 +47,10 @@ func serveNode(t *testing.T, adminDir, name string, node api.Node) int {
 	cert, key, err := ca.Issue(pki.Leaf{CommonName: name, DNSNames: dns, IPs: ips, Server: true, Client: true})
 	require.NoError(t, err)
 	nodeDir := t.TempDir()
-	for name, data := range map[string][]byte{api.CACertFile: ca.CertPEM(), api.ServerCertFile: cert, api.ServerKeyFile: key} {
+	for name, data := range map[string][]byte{server.CACertFile: ca.CertPEM(), server.ServerCertFile: cert, server.ServerKeyFile: key} {
 		require.NoError(t, os.WriteFile(filepath.Join(nodeDir, name), data, 0o600))
 	}
-	srv, err := api.New(api.Config{PKIDir: nodeDir, Node: node})
+	srv, err := server.New(server.Config{PKIDir: nodeDir, Node: node})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -125,11 +125,11 @@ func TestFormation(t *testing.T) {
 
 	_, err = admin.FormWithout(ctx, nil)
 	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode)
-	node.formErr = fmt.Errorf("%w: n9 is not an expected initial member", api.ErrBadRequest)
+	node.formErr = fmt.Errorf("%w: n9 is not an expected initial member", server.ErrBadRequest)
 	_, err = admin.FormWithout(ctx, []string{"n9"})
 	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode)
 	assert.Contains(t, apiError(t, err).Message, "n9 is not an expected initial member")
-	node.formErr = fmt.Errorf("%w: already started formation demo-1", api.ErrBusy)
+	node.formErr = fmt.Errorf("%w: already started formation demo-1", server.ErrBusy)
 	_, err = admin.FormWithout(ctx, []string{"n3"})
 	assert.Equal(t, http.StatusConflict, apiError(t, err).StatusCode)
 }
@@ -212,11 +212,11 @@ func TestNodeErrors(t *testing.T) {
 	p := newTestPKI(t)
 	node := &fakeNode{
 		statusErr:       fmt.Errorf("read release: file does not exist"),
-		rebootErr:       fmt.Errorf("shutdown under way: %w", api.ErrBusy),
-		stageErr:        fmt.Errorf("staging %s: %w", goodRef, api.ErrBusy),
-		armErr:          fmt.Errorf("slot b holds %s: %w", "other", api.ErrRefused),
+		rebootErr:       fmt.Errorf("shutdown under way: %w", server.ErrBusy),
+		stageErr:        fmt.Errorf("staging %s: %w", goodRef, server.ErrBusy),
+		armErr:          fmt.Errorf("slot b holds %s: %w", "other", server.ErrRefused),
 		snapErr:         fmt.Errorf("etcd not running"),
-		decommissionErr: fmt.Errorf("remove n1: %w: removing n1 would leave 1 healthy of 2 voters", api.ErrRefused),
+		decommissionErr: fmt.Errorf("remove n1: %w: removing n1 would leave 1 healthy of 2 voters", server.ErrRefused),
 	}
 	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
 	require.NoError(t, err)
@@ -338,12 +338,12 @@ func TestServerCertificateReloadedOnHandshake(t *testing.T) {
 
 func TestNewChecksFiles(t *testing.T) {
 	p := newTestPKI(t)
-	_, err := api.New(api.Config{PKIDir: t.TempDir(), Node: &fakeNode{}})
+	_, err := server.New(server.Config{PKIDir: t.TempDir(), Node: &fakeNode{}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "load server certificate")
-	_, err = api.New(api.Config{PKIDir: p.node})
+	_, err = server.New(server.Config{PKIDir: p.node})
 	assert.ErrorContains(t, err, "no node")
-	_, err = api.New(api.Config{Node: &fakeNode{}})
+	_, err = server.New(server.Config{Node: &fakeNode{}})
 	assert.ErrorContains(t, err, "no PKI directory")
 }
 
@@ -352,7 +352,7 @@ func TestShutdownLetsAcceptedRebootAnswer(t *testing.T) {
 	// reach the caller.
 	p := newTestPKI(t)
 	srvNode := &shutdownOnReboot{done: make(chan error, 1)}
-	srv, err := api.New(api.Config{PKIDir: p.node, Node: srvNode})
+	srv, err := server.New(server.Config{PKIDir: p.node, Node: srvNode})
 	require.NoError(t, err)
 	srvNode.srv = srv
 	endpoint := serveOn(t, srv)
@@ -366,7 +366,7 @@ func TestShutdownLetsAcceptedRebootAnswer(t *testing.T) {
 // without waiting for it.
 type shutdownOnReboot struct {
 	fakeNode
-	srv  *api.Server
+	srv  *server.Server
 	done chan error
 }
 
@@ -381,7 +381,7 @@ func (s *shutdownOnReboot) Reboot() error {
 
 func TestDecommissionNotThisNode(t *testing.T) {
 	p := newTestPKI(t)
-	node := &fakeNode{decommissionErr: fmt.Errorf("%w: this node is n1, not n3", api.ErrBadRequest)}
+	node := &fakeNode{decommissionErr: fmt.Errorf("%w: this node is n1, not n3", server.ErrBadRequest)}
 	c, err := nodeapi.NewClient(startServer(t, p, node), p.admin)
 	require.NoError(t, err)
 	_, err = c.Decommission(t.Context(), "n3", "")

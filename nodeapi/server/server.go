@@ -1,10 +1,10 @@
-// Package api serves the etcdbox node API (DESIGN §8) inside the init:
+// Package server serves the etcdbox node API (DESIGN §8) inside the init:
 // HTTPS with mutual TLS on its own port, the wire format of package nodeapi.
 //
 // The server owns transport, authentication, authorization and request
 // checking; the init supplies the data and the actions through Node:
 //
-//	srv, err := api.New(api.Config{PKIDir: "/var/lib/etcdbox/state/pki", Node: n, Log: logf})
+//	srv, err := server.New(server.Config{PKIDir: "/var/lib/etcdbox/state/pki", Node: n, Log: logf})
 //	l, err := net.Listen("tcp", ":9379")
 //	go srv.Serve(l) // returns http.ErrServerClosed after Shutdown
 //	...
@@ -25,7 +25,7 @@
 //
 // The API runs no shell and no command of the caller's choosing: every
 // action is a method of Node.
-package api
+package server
 
 import (
 	"context"

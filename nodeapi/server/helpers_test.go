@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/api"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -168,7 +168,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	require.NoError(t, err)
 	p.ca = ca
 	require.NoError(t, os.MkdirAll(p.node, 0o700))
-	require.NoError(t, writeDir(p.node, map[string][]byte{api.CACertFile: ca.CertPEM()}))
+	require.NoError(t, writeDir(p.node, map[string][]byte{server.CACertFile: ca.CertPEM()}))
 	p.issueServer(t)
 	return p
 }
@@ -179,7 +179,7 @@ func (p *testPKI) issueServer(t *testing.T) {
 	dns, ips := pki.NodeSANs("n1", nil, nil)
 	cert, key, err := p.ca.Issue(pki.Leaf{CommonName: "n1", DNSNames: dns, IPs: ips, Server: true, Client: true})
 	require.NoError(t, err)
-	require.NoError(t, writeDir(p.node, map[string][]byte{api.ServerCertFile: cert, api.ServerKeyFile: key}))
+	require.NoError(t, writeDir(p.node, map[string][]byte{server.ServerCertFile: cert, server.ServerKeyFile: key}))
 }
 
 // clientTLS returns a client configuration that trusts the cluster CA and
@@ -213,16 +213,16 @@ func writeDir(dir string, files map[string][]byte) error {
 }
 
 // startServer serves node on a loopback port and returns its endpoint.
-func startServer(t *testing.T, p *testPKI, node api.Node) string {
+func startServer(t *testing.T, p *testPKI, node server.Node) string {
 	t.Helper()
-	srv, err := api.New(api.Config{PKIDir: p.node, Node: node, Log: t.Logf})
+	srv, err := server.New(server.Config{PKIDir: p.node, Node: node, Log: t.Logf})
 	require.NoError(t, err)
 	return serveOn(t, srv)
 }
 
 // serveOn serves srv on a loopback port until the test ends and returns
 // its endpoint.
-func serveOn(t *testing.T, srv *api.Server) string {
+func serveOn(t *testing.T, srv *server.Server) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
