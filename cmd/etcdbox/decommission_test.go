@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )

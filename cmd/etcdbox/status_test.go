@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
@@ -24,7 +24,7 @@ import (
 // statusNode is a node API backend that only reports.
 type statusNode struct {
 	server.Node // nil: any other method panics
-	status   nodeapi.Status
+	status      nodeapi.Status
 }
 
 func (n statusNode) Status(context.Context) (nodeapi.Status, error) { return n.status, nil }
