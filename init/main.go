@@ -140,6 +140,7 @@ func (n *node) boot(ctx context.Context) error {
 		// Before etcd: the formation handshake asks every node's API
 		// whether it ever formed the cluster before any etcd starts.
 		step{"serve the node API", true, n.serveAPI, 0},
+		// etcd's settings; the member lifecycle below starts it.
 		step{"start etcd", false, n.startEtcd, 0},
 	)
 	for _, s := range steps {
@@ -153,6 +154,24 @@ func (n *node) boot(ctx context.Context) error {
 		}
 	}
 	n.noteReached("the health gate")
+	// The long-lived parts, once the steps are done: each runs until the
+	// node stops, under supervise.Go, which logs a panic with the part's
+	// name and starts the part again after a backoff. The gate is the
+	// exception: a panic in it fails the gate (runGate), and the slot.
+	for _, p := range []struct {
+		name string
+		run  func(context.Context)
+	}{
+		// Find the peers, decide (restart, bootstrap, join or wait) and
+		// keep etcd running as a supervised child (lifecycle.go).
+		{"member lifecycle", n.lifecycle},
+		// Print "etcdbox: etcd ready" once etcd serves.
+		{"ready watch", n.watchReady},
+	} {
+		supervise.Go(ctx, p.name, n.log.Printf, p.run)
+	}
+	// On a new slot: bless it once healthy, or mark it bad and reboot.
+	go n.runGate(ctx)
 	return nil
 }
 

@@ -13,10 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// startEtcd works out this node's member (its name, URLs and TLS files)
-// and hands it to the lifecycle, which decides how to start etcd (DESIGN
-// §5) and keeps it running. It returns at once: the lifecycle may wait for
-// peers for as long as they take.
+// startEtcd works out this node's member (its name, URLs, TLS files, quota
+// and compaction) for the lifecycle, a long-lived part that boot starts
+// next, which decides how to start etcd (DESIGN §5) and keeps it running.
 func (n *node) startEtcd(ctx context.Context) error {
 	host := ""
 	switch {
@@ -48,9 +47,6 @@ func (n *node) startEtcd(ctx context.Context) error {
 	var why string
 	n.member.QuotaBytes, why = backendQuota(n.seed.Etcd.QuotaBackendBytes, dataBytes, dbBytes)
 	n.log.Printf("etcd: database quota %s (%s); compaction %s; corruption checks on", size(n.member.QuotaBytes), why, compactionNote(n.member.CompactionRetention))
-	supervise.Go(ctx, "member lifecycle", n.log.Printf, n.lifecycle)
-	supervise.Go(ctx, "ready watch", n.log.Printf, n.watchReady)
-	go n.runGate(ctx) // a panic fails the gate (runGate)
 	return nil
 }
 
