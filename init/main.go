@@ -115,6 +115,7 @@ func (n *node) boot(ctx context.Context) error {
 	if !n.container {
 		steps = append(steps,
 			step{"mount pseudo filesystems", false, n.mountPseudo, 0},
+			step{"read the kernel command line", false, n.readCmdline, 0},
 			step{"tune the kernel", true, n.tuneKernel, 0},
 			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
 			step{"arm watchdog", true, n.armWatchdog, 0},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/etcdbox/etcdbox/seed"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,11 +37,6 @@ func (n *node) mountPseudo(context.Context) error {
 		}
 	}
 	n.attachKmsg()
-	b, err := os.ReadFile("/proc/cmdline")
-	if err != nil {
-		return fmt.Errorf("read /proc/cmdline: %w", err)
-	}
-	n.cmdline = seed.ParseCmdline(string(b))
 	return nil
 }
 

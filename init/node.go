@@ -34,12 +34,15 @@ type node struct {
 	etcdBin   string
 	listenIP  string
 
-	cmdline map[string]string
-	seed    *seed.Seed
-	name    string
-	domain  string
-	ips     []net.IP
-	mounts  []string // mounted by init, unmounted in reverse at shutdown
+	cmdline map[string]string // the kernel command line's parameters
+	// cmdlineText is the kernel command line as the kernel gave it, read
+	// once, at boot (readCmdline).
+	cmdlineText string
+	seed        *seed.Seed
+	name        string
+	domain      string
+	ips         []net.IP
+	mounts      []string // mounted by init, unmounted in reverse at shutdown
 
 	dog    watchdog // nil without a hardware watchdog
 	powerc chan shutdownRequest

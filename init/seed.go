@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/seed"
@@ -39,11 +40,7 @@ func (n *node) readSeed(context.Context) error {
 	} else {
 		sources = append(sources,
 			seedSource{"kernel command line (etcdbox.seed=)", func() ([]byte, bool, error) {
-				b, err := os.ReadFile("/proc/cmdline")
-				if err != nil {
-					return nil, false, err
-				}
-				return seed.FromCmdline(string(b))
+				return seed.FromCmdline(n.cmdlineText)
 			}},
 			seedSource{"NoCloud cidata volume (user-data)", readCidata},
 			seedSource{"image (" + bakedSeed + ")", func() ([]byte, bool, error) {
@@ -89,4 +86,16 @@ func (n *node) readSeed(context.Context) error {
 	}
 	n.log.Printf("seed error: no seed found (kernel command line etcdbox.seed=, %s, or --seed)", bakedSeed)
 	return fmt.Errorf("no seed: %w", errWait)
+}
+
+// readCmdline reads the kernel command line, once: the slot it booted
+// (etcdbox.slot) and a seed it may carry are read from what it keeps.
+func (n *node) readCmdline(context.Context) error {
+	b, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("read /proc/cmdline: %w", err)
+	}
+	n.cmdlineText = strings.TrimSpace(string(b))
+	n.cmdline = seed.ParseCmdline(n.cmdlineText)
+	return nil
 }
