@@ -100,7 +100,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 					st.Blessed = s.Status() == slot.Blessed
 				}
 			}
-			st.LastRollback = lastRollback(n.esp, ss, st.Slot)
+			st.LastRollback = slot.LastRollback(n.esp, ss, st.Slot)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(n.pkiDir(), "server.crt")); err == nil {
@@ -126,25 +126,6 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		}
 	}
 	return st, nil
-}
-
-// lastRollback reads why the slot that is not booted was given up, when
-// it is bad (Status.LastRollback).
-func lastRollback(esp slot.FS, ss slot.State, booted string) string {
-	other := slot.Other(booted)
-	if other == "" || ss.Slots[other].Status() != slot.Bad {
-		return ""
-	}
-	b, err := esp.ReadFile(failedRecord(other))
-	if why := strings.TrimSpace(string(b)); err == nil && why != "" {
-		return "slot " + other + ": " + why
-	}
-	const none = ": bad, no reason recorded (kernel panic, hang or crash loop)"
-	b, err = esp.ReadFile(reachedRecord(other))
-	if step := strings.TrimSpace(string(b)); err == nil && step != "" {
-		return "slot " + other + none + "; its last boot reached " + strconv.Quote(step)
-	}
-	return "slot " + other + none + "; its last boot never mounted the ESP (the kernel, a missing disk driver, or the init before that step)"
 }
 
 func slotState(s slot.Slot) string {

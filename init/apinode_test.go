@@ -53,13 +53,13 @@ func TestLastRollback(t *testing.T) {
 		"b": {Entry: &slot.Entry{Name: slot.Name{Counted: true, Left: 0, Done: 3}}},
 	}}
 	require.Equal(t, slot.Bad, bad.Slots["b"].Status(), "test setup: slot b is bad")
-	assert.Equal(t, "slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot never mounted the ESP (the kernel, a missing disk driver, or the init before that step)", lastRollback(esp, bad, "a"))
-	require.NoError(t, esp.WriteFile(reachedRecord("b"), strings.NewReader("start etcd\n")))
-	assert.Equal(t, `slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot reached "start etcd"`, lastRollback(esp, bad, "a"))
-	require.NoError(t, esp.WriteFile(failedRecord("b"), strings.NewReader("gate failed: not a voting member after 120s\n")))
-	assert.Equal(t, "slot b: gate failed: not a voting member after 120s", lastRollback(esp, bad, "a"))
-	assert.Empty(t, lastRollback(esp, bad, "b"), "the booted slot is not a rollback")
-	assert.Empty(t, lastRollback(esp, bad, ""), "no slots in container mode")
+	assert.Equal(t, "slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot never mounted the ESP (the kernel, a missing disk driver, or the init before that step)", slot.LastRollback(esp, bad, "a"))
+	require.NoError(t, esp.WriteFile(slot.ReachedRecord("b"), strings.NewReader("start etcd\n")))
+	assert.Equal(t, `slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot reached "start etcd"`, slot.LastRollback(esp, bad, "a"))
+	require.NoError(t, esp.WriteFile(slot.FailedRecord("b"), strings.NewReader("gate failed: not a voting member after 120s\n")))
+	assert.Equal(t, "slot b: gate failed: not a voting member after 120s", slot.LastRollback(esp, bad, "a"))
+	assert.Empty(t, slot.LastRollback(esp, bad, "b"), "the booted slot is not a rollback")
+	assert.Empty(t, slot.LastRollback(esp, bad, ""), "no slots in container mode")
 }
 
 // TestStageUpgradeAllowlist: with upgrade.registries set, a reference to

@@ -81,25 +81,24 @@ func oneLine(b []byte) string {
 	return strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' }), " | ")
 }
 
-// reachedRecord is the ESP file where a slot on probation notes each boot
-// step it starts, so that the old slot, booted again after a failure that
-// left no reason (a panic, a hang, a crash of the init), can say how far
-// the failed boot got (Status.LastRollback). Staging removes it.
-func reachedRecord(slot string) string { return "etcdbox/" + slot + ".reached" }
-
 // noteReached records that the booted slot, on probation, starts step. It
 // costs one small write on the ESP per step, only while on probation.
 func (n *node) noteReached(step string) {
 	if !n.probation {
 		return
 	}
-	if err := n.esp.WriteFile(reachedRecord(n.bootedSlot()), strings.NewReader(step+"\n")); err != nil {
+	// The old slot, booted again after a failure that left no reason,
+	// says how far this boot got (slot.LastRollback).
+	if err := slot.WriteRecord(n.esp, slot.ReachedRecord(n.bootedSlot()), step); err != nil {
 		n.log.Printf("slots: note step %q of slot %s: %v", step, n.bootedSlot(), err)
 	}
 }
 
-// bootedSlot is the slot the kernel command line names.
-func (n *node) bootedSlot() string { return n.cmdline["etcdbox.slot"] }
+// bootedSlot is the slot the kernel command line names (slot.Booted).
+func (n *node) bootedSlot() string {
+	s, _ := slot.Booted(n.cmdline, slot.State{})
+	return s
+}
 
 // onProbation reports whether the booted slot's entry still carries a try
 // counter: it has not passed the health gate yet. (systemd-boot renames
@@ -118,8 +117,8 @@ func (n *node) onProbation() bool {
 // probationIn reports whether the booted slot's entry in st still carries
 // a try counter.
 func (n *node) probationIn(st slot.State) bool {
-	s, ok := st.Slots[n.bootedSlot()]
-	return ok && s.Entry != nil && s.Entry.Name.Counted
+	_, trying := slot.Booted(n.cmdline, st)
+	return trying
 }
 
 func describeSlots(st slot.State) string {
@@ -138,20 +137,17 @@ func describeSlots(st slot.State) string {
 	return out
 }
 
-// failedRecord is the ESP file where failSlot leaves its reason for slot,
-// so that the old slot, booted again, can report why (Status.LastRollback)
-// and the roll can stop with it. Staging the slot again removes it.
-func failedRecord(slot string) string { return "etcdbox/" + slot + ".failed" }
-
 // failSlot marks the booted slot bad when it is on probation, so that the
 // reboot that follows lands in the other slot at once rather than after
 // the remaining tries. It reports whether it did. The reason goes to the
-// ESP first (failedRecord): a missing record only costs the reason.
+// ESP first (slot.FailedRecord), so that the old slot, booted again, can
+// report it and the roll stop with it: a missing record only costs the
+// reason.
 func (n *node) failSlot(reason string) bool {
 	if !n.onProbation() {
 		return false
 	}
-	if err := n.esp.WriteFile(failedRecord(n.bootedSlot()), strings.NewReader(reason+"\n")); err != nil {
+	if err := slot.WriteRecord(n.esp, slot.FailedRecord(n.bootedSlot()), reason); err != nil {
 		n.log.Printf("slots: record why slot %s failed: %v", n.bootedSlot(), err)
 	}
 	if err := slot.MarkBad(n.esp, n.bootedSlot()); err != nil {

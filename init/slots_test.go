@@ -58,13 +58,13 @@ func TestNoteReached(t *testing.T) {
 	n.cmdline = map[string]string{"etcdbox.slot": "b"}
 
 	n.noteReached("prepare DATA")
-	_, err := n.esp.ReadFile(reachedRecord("b"))
+	_, err := n.esp.ReadFile(slot.ReachedRecord("b"))
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a blessed slot notes nothing")
 
 	n.probation = true
 	n.noteReached("prepare DATA")
 	n.noteReached("start etcd")
-	b, err := n.esp.ReadFile(reachedRecord("b"))
+	b, err := n.esp.ReadFile(slot.ReachedRecord("b"))
 	require.NoError(t, err)
 	assert.Equal(t, "start etcd\n", string(b))
 }

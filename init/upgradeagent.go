@@ -6,9 +6,7 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -138,7 +136,7 @@ func (a *apiNode) ArmUpgrade(_ context.Context, ref string) error {
 	if target == "" {
 		return fmt.Errorf("%w: booted without etcdbox.slot", server.ErrRefused)
 	}
-	rec, err := readStagedRecord(n.esp, target)
+	rec, err := slot.ReadImage(n.esp, target)
 	if err != nil {
 		return err
 	}
@@ -197,24 +195,20 @@ func (a *apiNode) stage(ref string, hold bool) error {
 	if cur.Entry == nil {
 		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", booted)
 	}
-	// A new try of the slot starts without the old reason it failed, or
-	// the step its last boot reached, or the record of what it held.
-	for _, rec := range []string{failedRecord(target), reachedRecord(target), stagedRecord(target)} {
-		if err := n.esp.Remove(rec); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", rec, err)
-		}
+	if err := slot.ClearRecords(n.esp, target); err != nil {
+		return err
 	}
 	// The new slot boots with the booted slot's command line (Stage sets
 	// its etcdbox.slot) less the extras the booted slot's image brought,
 	// plus the new image's extras; those are recorded next to the slot
 	// for the upgrade after this one.
-	prev, err := n.esp.ReadFile(cmdlineRecord(booted))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", cmdlineRecord(booted), err)
+	prev, err := slot.ReadRecord(n.esp, slot.CmdlineRecord(booted))
+	if err != nil {
+		return err
 	}
-	options := slotOptions(cur.Entry.Options, string(prev), boot.Cmdline)
-	if err := n.esp.WriteFile(cmdlineRecord(target), strings.NewReader(boot.Cmdline+"\n")); err != nil {
-		return fmt.Errorf("write %s: %w", cmdlineRecord(target), err)
+	options := slotOptions(cur.Entry.Options, prev, boot.Cmdline)
+	if err := slot.WriteRecord(n.esp, slot.CmdlineRecord(target), strings.TrimSpace(boot.Cmdline)); err != nil {
+		return err
 	}
 	e, err := slot.Stage(n.esp, target, slot.Update{
 		Kernel:  bytes.NewReader(boot.Kernel),
@@ -226,9 +220,9 @@ func (a *apiNode) stage(ref string, hold bool) error {
 	if err != nil {
 		return err
 	}
-	rec := stagedImage{Digest: boot.Digest, Kernel: sum(boot.Kernel), Initrd: sum(boot.Initrd)}
-	if err := n.esp.WriteFile(stagedRecord(target), strings.NewReader(rec.String())); err != nil {
-		return fmt.Errorf("write %s: %w", stagedRecord(target), err)
+	rec := slot.Image{Digest: boot.Digest, Kernel: sum(boot.Kernel), Initrd: sum(boot.Initrd)}
+	if err := slot.WriteImage(n.esp, target, rec); err != nil {
+		return err
 	}
 	n.log.Printf("upgrade: %s staged in slot %s as %s (generation %d, options %q)", boot.Digest, target, e.File, e.Generation, e.Options)
 	return nil
@@ -241,7 +235,7 @@ func (a *apiNode) stage(ref string, hold bool) error {
 // or arms the slot's entry as hold asks, and reports whether it did.
 func (a *apiNode) reuse(target, digest string, hold bool) (bool, error) {
 	n := a.n
-	rec, err := readStagedRecord(n.esp, target)
+	rec, err := slot.ReadImage(n.esp, target)
 	if err != nil || rec.Digest != digest {
 		return false, err
 	}
@@ -262,7 +256,7 @@ func (a *apiNode) reuse(target, digest string, hold bool) (bool, error) {
 	if e.Err != nil || !s.Kernel || !s.Initrd {
 		return false, nil
 	}
-	for _, f := range []struct{ path, want string }{{slotKernel(target), rec.Kernel}, {slotInitrd(target), rec.Initrd}} {
+	for _, f := range []struct{ path, want string }{{slot.KernelFile(target), rec.Kernel}, {slot.InitrdFile(target), rec.Initrd}} {
 		b, err := n.esp.ReadFile(f.path)
 		if err != nil {
 			return false, err
@@ -284,67 +278,14 @@ func (a *apiNode) reuse(target, digest string, hold bool) (bool, error) {
 	return true, nil
 }
 
-// slotKernel and slotInitrd are a slot's boot files on the ESP (the
-// layout of package slot).
-func slotKernel(s string) string { return "etcdbox/" + s + "/vmlinuz" }
-func slotInitrd(s string) string { return "etcdbox/" + s + "/initrd" }
-
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
 
-// stagedRecord is the ESP file where stage records which image it wrote
-// into slot, with the digests of its boot files: written after the slot,
-// removed before the slot is touched again.
-func stagedRecord(slot string) string { return "etcdbox/" + slot + ".image" }
-
-// stagedImage is the content of a stagedRecord.
-type stagedImage struct {
-	Digest         string // the image's manifest digest
-	Kernel, Initrd string // sha256 of vmlinuz and initrd, hex
-}
-
-func (r stagedImage) String() string {
-	return fmt.Sprintf("image %s\nvmlinuz %s\ninitrd %s\n", r.Digest, r.Kernel, r.Initrd)
-}
-
-// readStagedRecord reads the record of slot; a missing or malformed one
-// reads as no image.
-func readStagedRecord(esp slot.FS, s string) (stagedImage, error) {
-	b, err := esp.ReadFile(stagedRecord(s))
-	if errors.Is(err, fs.ErrNotExist) {
-		return stagedImage{}, nil
-	}
-	if err != nil {
-		return stagedImage{}, fmt.Errorf("read %s: %w", stagedRecord(s), err)
-	}
-	var r stagedImage
-	for line := range strings.Lines(string(b)) {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
-		switch k {
-		case "image":
-			r.Digest = v
-		case "vmlinuz":
-			r.Kernel = v
-		case "initrd":
-			r.Initrd = v
-		}
-	}
-	if r.Digest == "" || len(r.Kernel) != 64 || len(r.Initrd) != 64 {
-		return stagedImage{}, nil
-	}
-	return r, nil
-}
-
-// cmdlineRecord is the ESP file where stage keeps the kernel command-line
-// extras the image staged in slot brought (upgrade.Boot.Cmdline), so that
-// the next upgrade, booted from that slot, can leave them out.
-func cmdlineRecord(slot string) string { return "etcdbox/" + slot + ".cmdline" }
-
 // slotOptions is the kernel command line of a slot being staged: the
 // booted entry's options without the extras the booted slot's own image
-// added (prev, from its cmdlineRecord; each argument removed once, the
+// added (prev, from its slot.CmdlineRecord; each argument removed once, the
 // last occurrence), then the new image's extras. Slot images built
 // before images carried extras, and the raw image's first slot, have no
 // record: their options are kept whole. The staged slot's etcdbox.slot is
