@@ -5,17 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/etcdbox/etcdbox/init/backup"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
@@ -157,7 +156,7 @@ func (a *apiNode) Reboot() error {
 }
 
 // backupsDir is where snapshots are kept, on DATA next to etcd's data.
-func (n *node) backupsDir() string { return filepath.Join(n.root, "backups") }
+func (n *node) backupsDir() string { return backup.Dir(n.root) }
 
 // Snapshot takes an etcd snapshot of the local member into DATA's backups
 // directory and keeps the newest nodeapi.SnapshotsKept there. The roll
@@ -186,81 +185,10 @@ func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
 		return nodeapi.Snapshot{}, fmt.Errorf("etcd snapshot: %w", err)
 	}
 	defer rc.Close()
-	snap, err := saveSnapshot(n.backupsDir(), rc, st.Header.Revision, time.Now())
+	snap, err := backup.Save(n.backupsDir(), rc, st.Header.Revision, time.Now(), nodeapi.SnapshotsKept)
 	if err != nil {
 		return nodeapi.Snapshot{}, err
 	}
 	n.log.Printf("snapshot: %s (%d bytes, revision %d)", snap.Path, snap.Size, snap.Revision)
-	return snap, nil
-}
-
-// snapshotPrefix and snapshotSuffix frame a snapshot's file name; the time
-// stamp between them sorts in time order.
-const (
-	snapshotPrefix = "etcd-"
-	snapshotSuffix = ".db"
-)
-
-// saveSnapshot writes r to dir under a time-stamped name (temporary name,
-// fsync, rename, fsync of dir), then removes all but the newest
-// nodeapi.SnapshotsKept snapshots.
-func saveSnapshot(dir string, r io.Reader, rev int64, now time.Time) (nodeapi.Snapshot, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nodeapi.Snapshot{}, err
-	}
-	name := snapshotPrefix + now.UTC().Format("20060102T150405.000000000Z") + snapshotSuffix
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nodeapi.Snapshot{}, err
-	}
-	size, err := io.Copy(f, r)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return nodeapi.Snapshot{}, fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	if err := pruneSnapshots(dir, nodeapi.SnapshotsKept); err != nil {
-		return nodeapi.Snapshot{}, err
-	}
-	return nodeapi.Snapshot{Path: path, Size: size, Revision: rev, Taken: now}, nil
-}
-
-// pruneSnapshots removes all but the newest keep snapshots in dir, and
-// temporary files a crash left behind.
-func pruneSnapshots(dir string, keep int) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	var snaps []string
-	for _, e := range ents {
-		switch name := e.Name(); {
-		case strings.HasPrefix(name, snapshotPrefix) && strings.HasSuffix(name, snapshotSuffix+".tmp"):
-			os.Remove(filepath.Join(dir, name))
-		case strings.HasPrefix(name, snapshotPrefix) && strings.HasSuffix(name, snapshotSuffix):
-			snaps = append(snaps, name)
-		}
-	}
-	slices.Sort(snaps)
-	for len(snaps) > keep {
-		if err := os.Remove(filepath.Join(dir, snaps[0])); err != nil {
-			return fmt.Errorf("remove old snapshot: %w", err)
-		}
-		snaps = snaps[1:]
-	}
-	return nil
+	return nodeapi.Snapshot{Path: snap.Path, Size: snap.Size, Revision: snap.Revision, Taken: snap.Taken}, nil
 }

@@ -1,6 +1,8 @@
 package slot
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,14 +53,18 @@ func TestRecords(t *testing.T) {
 
 // TestLastRollback: the reason of a bad slot, else how far it got.
 func TestLastRollback(t *testing.T) {
-	fsys := Dir(t.TempDir())
-	populate(t, fsys, builderESP())
-	bad := State{Slots: map[string]Slot{"b": {Name: "b", Entry: &Entry{File: "etcdbox-b+0-1.conf", Name: Name{Slot: "b", Counted: true, Left: 0, Done: 1}}}}}
-	require.Equal(t, Bad, bad.Slots["b"].Status())
-	assert.Empty(t, LastRollback(fsys, State{Slots: map[string]Slot{}}, "a"), "b is not bad")
-	assert.Contains(t, LastRollback(fsys, bad, "a"), "never mounted the ESP")
-	require.NoError(t, WriteRecord(fsys, ReachedRecord("b"), "prepare DATA"))
-	assert.Equal(t, `slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot reached "prepare DATA"`, LastRollback(fsys, bad, "a"))
-	require.NoError(t, WriteRecord(fsys, FailedRecord("b"), "gate failed: x"))
-	assert.Equal(t, "slot b: gate failed: x", LastRollback(fsys, bad, "a"))
+	esp := Dir(t.TempDir())
+	require.NoError(t, os.MkdirAll(filepath.Join(string(esp), "etcdbox"), 0o755))
+	bad := State{Slots: map[string]Slot{
+		"a": {Entry: &Entry{Name: Name{}}},
+		"b": {Entry: &Entry{Name: Name{Counted: true, Left: 0, Done: 3}}},
+	}}
+	require.Equal(t, Bad, bad.Slots["b"].Status(), "test setup: slot b is bad")
+	assert.Equal(t, "slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot never mounted the ESP (the kernel, a missing disk driver, or the init before that step)", LastRollback(esp, bad, "a"))
+	require.NoError(t, esp.WriteFile(ReachedRecord("b"), strings.NewReader("start etcd\n")))
+	assert.Equal(t, `slot b: bad, no reason recorded (kernel panic, hang or crash loop); its last boot reached "start etcd"`, LastRollback(esp, bad, "a"))
+	require.NoError(t, esp.WriteFile(FailedRecord("b"), strings.NewReader("gate failed: not a voting member after 120s\n")))
+	assert.Equal(t, "slot b: gate failed: not a voting member after 120s", LastRollback(esp, bad, "a"))
+	assert.Empty(t, LastRollback(esp, bad, "b"), "the booted slot is not a rollback")
+	assert.Empty(t, LastRollback(esp, bad, ""), "no slots in container mode")
 }
