@@ -40,14 +40,6 @@ func (n *node) mountPseudo(context.Context) error {
 	return nil
 }
 
-// setHostname sets the kernel's hostname.
-func setHostname(name string) error {
-	if err := unix.Sethostname([]byte(name)); err != nil {
-		return fmt.Errorf("set hostname %s: %w", name, err)
-	}
-	return nil
-}
-
 // mountReadOnly mounts a filesystem read-only, without devices or setuid.
 func mountReadOnly(dev, dir, fstype string) error {
 	return unix.Mount(dev, dir, fstype, unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, "")

@@ -14,7 +14,8 @@ import (
 )
 
 // configureNetwork brings up the NICs the seed names (or the first NIC with
-// DHCP), sets the hostname, and writes /etc/resolv.conf and /etc/hosts.
+// DHCP), then names the node (nameNode) and writes its resolver files
+// (writeResolver).
 func (n *node) configureNetwork(ctx context.Context) error {
 	h, err := netconf.Open()
 	if err != nil {
@@ -63,8 +64,16 @@ func (n *node) configureNetwork(ctx context.Context) error {
 		plans = append(plans, p)
 	}
 
-	// The node's name: the seed's, else the one DHCP gave, else the
-	// kernel's hostname, else one made from the MAC address.
+	if err := n.nameNode(plans, mac); err != nil {
+		return err
+	}
+	return n.writeResolver(plans)
+}
+
+// nameNode sets the node's name, and the kernel's hostname to it: the
+// seed's name, else the one DHCP gave, else the kernel's hostname, else
+// one made from the MAC address.
+func (n *node) nameNode(plans []netconf.Plan, mac net.HardwareAddr) error {
 	hostname, _ := os.Hostname()
 	for _, p := range plans {
 		if p.Hostname != "" && seed.ValidName(p.Hostname) {
@@ -79,9 +88,13 @@ func (n *node) configureNetwork(ctx context.Context) error {
 	if n.name == "" {
 		n.name = seed.DefaultNodeName(hostname, mac)
 	}
-	if err := setHostname(n.name); err != nil {
-		return err
-	}
+	return setHostname(n.name)
+}
+
+// writeResolver writes /etc/resolv.conf (the seed's DNS servers and search
+// domains, else the leases') and /etc/hosts (this node's name on its
+// addresses), and notes the node's addresses and SRV domain.
+func (n *node) writeResolver(plans []netconf.Plan) error {
 	n.domain = n.seed.Discovery.SRV
 	resolv := netconf.Plan{DNS: parseIPs(n.seed.Network.DNS), Search: n.seed.Network.Search}
 	for _, p := range plans {
