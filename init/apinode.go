@@ -120,6 +120,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 				if s.IsLearner {
 					st.Member.Role = nodeapi.RoleLearner
 				}
+				st.Member.Alarms = s.Errors
 				st.Member.Healthy = ready(sctx, c) == nil
 			}
 		}

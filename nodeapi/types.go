@@ -150,6 +150,11 @@ type Member struct {
 	Leader    bool   `json:"leader"`
 	// Healthy means etcd answers a linearizable read through this member.
 	Healthy bool `json:"healthy"`
+	// Alarms are the cluster's raised alarms as this member's status
+	// lists them, in etcd's words ("memberID:... alarm:NOSPACE"). NOSPACE
+	// leaves the cluster accepting only reads and deletes (etcdbox
+	// maintain); CORRUPT is never cleared by itself.
+	Alarms []string `json:"alarms,omitempty"`
 }
 
 // Upgrade phases, in order; PhaseFailed can follow any of the working ones.

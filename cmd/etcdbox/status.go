@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,9 +210,41 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		}
 	}
 	w.Flush()
-	for _, n := range notes {
+	for _, n := range append(notes, alarmNotes(results)...) {
 		fmt.Fprintln(out, n)
 	}
+}
+
+// raisedAlarms is the alarms the nodes report, once each, in order.
+func raisedAlarms(results []statusResult) []string {
+	var out []string
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		for _, a := range r.status.Member.Alarms {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// alarmNotes says what each raised alarm means.
+func alarmNotes(results []statusResult) []string {
+	var notes []string
+	for _, a := range raisedAlarms(results) {
+		switch {
+		case strings.Contains(a, "NOSPACE"):
+			notes = append(notes, "alarm "+a+": a database reached its quota, the cluster accepts only reads and deletes; etcdbox maintain makes room and disarms it")
+		case strings.Contains(a, "CORRUPT"):
+			notes = append(notes, "alarm "+a+": a member's data differs from the others'; replace that member (it is never cleared by itself)")
+		default:
+			notes = append(notes, "alarm "+a)
+		}
+	}
+	return notes
 }
 
 // certExpiry shows a certificate's expiry date and how far away it is,
@@ -301,6 +334,9 @@ func statusProblems(results []statusResult, now time.Time) error {
 		if !s.CertExpiry.IsZero() && s.CertExpiry.Sub(now) < certWarning {
 			problems = append(problems, name+": certificate "+certExpiry(s.CertExpiry, now))
 		}
+	}
+	for _, a := range raisedAlarms(results) {
+		problems = append(problems, "alarm "+a+" raised")
 	}
 	if len(down) > 0 {
 		problems = append([]string{fmt.Sprintf("%d of %d nodes did not answer: %s", len(down), len(results), strings.Join(down, ", "))}, problems...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -241,4 +242,30 @@ func TestStatusJSON(t *testing.T) {
 	_, _, err = runStatusCLI(t, "--endpoints", url(up), "--pki", adminDir, "-o", "yaml")
 	assert.ErrorContains(t, err, `-o "yaml": want table or json`)
 	assert.Equal(t, exitUsage, exitCode(err))
+}
+
+// TestStatusAlarms: an alarm the nodes report is printed once, with what
+// to do, and fails the status.
+func TestStatusAlarms(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	nospace := "memberID:2cb1b1df6cf9bd9a alarm:NOSPACE "
+	var results []statusResult
+	for _, name := range []string{"n1", "n2"} {
+		st := nodeapi.Status{Name: name, Member: nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true, Alarms: []string{nospace}}}
+		results = append(results, statusResult{target: statusTarget{name: name, endpoint: name}, status: st})
+	}
+	results = append(results, statusResult{target: statusTarget{name: "n3"}, err: errors.New("connection refused")})
+	var b strings.Builder
+	printNodeStatus(&b, results, now)
+	assert.Equal(t, 1, strings.Count(b.String(), "alarm "+nospace+": a database reached its quota"), b.String())
+	assert.Contains(t, b.String(), "etcdbox maintain")
+	err := statusProblems(results, now)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "alarm "+nospace+" raised")
+
+	results = results[:2]
+	for i := range results {
+		results[i].status.Member.Alarms = nil
+	}
+	assert.NoError(t, statusProblems(results, now))
 }

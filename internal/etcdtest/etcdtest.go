@@ -52,6 +52,13 @@ type Cluster struct {
 // the test ends. It skips in -short.
 func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 	t.Helper()
+	return StartArgs(t, pkiDir, nil, names...)
+}
+
+// StartArgs is Start with more etcd flags for every member, e.g.
+// --quota-backend-bytes.
+func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs etcd processes; not in -short")
 	}
@@ -77,7 +84,7 @@ func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 		require.NoError(t, os.WriteFile(f("node.crt"), cert, 0o600))
 		require.NoError(t, os.WriteFile(f("node.key"), key, 0o600))
 		caFile := filepath.Join(pkiDir, pki.CACertFile)
-		m.cmd = exec.Command(bin,
+		m.cmd = exec.Command(bin, append([]string{
 			"--name", m.Name, "--data-dir", f("data"),
 			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
 			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
@@ -85,7 +92,7 @@ func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 			"--cert-file", f("node.crt"), "--key-file", f("node.key"), "--trusted-ca-file", caFile, "--client-cert-auth",
 			"--peer-cert-file", f("node.crt"), "--peer-key-file", f("node.key"), "--peer-trusted-ca-file", caFile, "--peer-client-cert-auth",
 			"--heartbeat-interval=25", "--election-timeout=250", "--unsafe-no-fsync",
-			"--log-outputs", f("etcd.log"))
+			"--log-outputs", f("etcd.log")}, args...)...)
 		// The etcd processes die with the test binary, even on a timeout.
 		m.cmd.SysProcAttr = testenv.DieWithTest()
 		require.NoError(t, m.cmd.Start())

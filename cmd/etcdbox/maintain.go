@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdbox/etcdbox/rollout"
+)
+
+// The maintenance verbs keep a cluster writable (rollout.Maintenance):
+// alarm list and disarm, defrag, maintain. None runs by itself.
+
+func init() { commands = append(commands, newAlarmCmd, newDefragCmd, newMaintainCmd) }
+
+// maintenance connects to the cluster the flags name.
+func maintenance(cmd *cobra.Command, f etcdFlags) (*rollout.Maintenance, func(), error) {
+	cli, r, err := dialEtcd(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &rollout.Maintenance{Client: cli, Endpoints: r.Endpoints, Logf: lineLogger(cmd.OutOrStdout())}
+	return m, func() { cli.Close() }, nil
+}
+
+const etcdTargetUse = "(--endpoints URL[,URL...] --pki DIR | --etcd-endpoints URL[,URL...] --pki DIR | --dir DIR)"
+
+func newAlarmCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "alarm",
+		Short: "List or disarm etcd's alarms (NOSPACE, CORRUPT)",
+		Long: `etcd raises NOSPACE when a member's database reaches its quota (the
+cluster then accepts only reads and deletes), and CORRUPT when a member's
+data differs from the others'. alarm list shows them; alarm disarm clears
+the alarms of one type. Clearing NOSPACE without making room raises it
+again at the next write: etcdbox maintain makes room first.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newAlarmListCmd(), newAlarmDisarmCmd())
+	return cmd
+}
+
+func newAlarmListCmd() *cobra.Command {
+	var (
+		f      etcdFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:     "list " + etcdTargetUse,
+		Short:   "List the raised alarms: type and member",
+		Example: "  etcdbox alarm list --dir run/cluster -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			}
+			m, done, err := maintenance(cmd, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			alarms, err := m.Alarms(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				rows := []alarmJSON{}
+				for _, a := range alarms {
+					rows = append(rows, alarmJSON{Type: a.Type, Member: a.Member, ID: fmt.Sprintf("%016x", a.ID)})
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			if len(alarms) == 0 {
+				fmt.Fprintln(out, "no alarm is raised")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TYPE\tMEMBER\tID")
+			for _, a := range alarms {
+				fmt.Fprintf(tw, "%s\t%s\t%016x\n", a.Type, a.Member, a.ID)
+			}
+			return tw.Flush()
+		},
+	}
+	addEtcdFlags(cmd, &f)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+// alarmJSON is one alarm of alarm list -o json.
+type alarmJSON struct {
+	Type   string `json:"type"`
+	Member string `json:"member"`
+	ID     string `json:"id"`
+}
+
+func newAlarmDisarmCmd() *cobra.Command {
+	var (
+		f   etcdFlags
+		typ string
+	)
+	cmd := &cobra.Command{
+		Use:   "disarm " + etcdTargetUse,
+		Short: "Clear the raised alarms of one type (--type nospace, the default, or corrupt)",
+		Long: `Disarm clears every raised alarm of one type. A CORRUPT alarm is cleared
+only when named (--type corrupt): find out first which member's data
+differs, and replace that member.`,
+		Example: "  etcdbox alarm disarm --dir run/cluster\n  etcdbox alarm disarm --type corrupt --dir run/cluster",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, done, err := maintenance(cmd, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			cleared, err := m.Disarm(cmd.Context(), typ)
+			if err != nil {
+				return err
+			}
+			if len(cleared) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no %s alarm was raised\n", strings.ToUpper(typ))
+			}
+			return nil
+		},
+	}
+	addEtcdFlags(cmd, &f)
+	cmd.Flags().StringVar(&typ, "type", "nospace", "the alarms to clear: nospace or corrupt")
+	return cmd
+}
+
+func newDefragCmd() *cobra.Command {
+	var f etcdFlags
+	cmd := &cobra.Command{
+		Use:   "defrag " + etcdTargetUse,
+		Short: "Defragment every member, one at a time, the leader last",
+		Long: `Defrag gives the space that compaction freed inside each member's
+database back to the disk. A member is blocked while it defragments, so
+they go one at a time, the leader last, and each only once every member
+answers and one leads; it stops at the first member that does not.`,
+		Example: "  etcdbox defrag --dir run/cluster",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, done, err := maintenance(cmd, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return m.Defrag(cmd.Context())
+		},
+	}
+	addEtcdFlags(cmd, &f)
+	return cmd
+}
+
+func newMaintainCmd() *cobra.Command {
+	var f etcdFlags
+	cmd := &cobra.Command{
+		Use:   "maintain " + etcdTargetUse,
+		Short: "Make a full cluster writable again: compact, defrag one member at a time, disarm NOSPACE",
+		Long: `Maintain brings a cluster that raised NOSPACE back to accepting writes,
+keeping every key: it compacts the history up to the current revision,
+defragments every member one at a time (the leader last), and disarms
+NOSPACE once every member's database uses at most 80% of its quota. When
+the live data itself fills the quota it says so and leaves the alarm
+raised: raise the seed's etcd.quotaBackendBytes, or delete keys. A
+CORRUPT alarm stops it before it changes anything.`,
+		Example: "  etcdbox maintain --dir run/cluster",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, done, err := maintenance(cmd, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return m.Maintain(cmd.Context())
+		},
+	}
+	addEtcdFlags(cmd, &f)
+	return cmd
+}
