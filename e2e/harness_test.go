@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/seed"
@@ -25,6 +26,7 @@ import (
 // Guest ports.
 const (
 	clientPort = 2379
+	apiPort    = seed.DefaultAPIPort
 	hookPort   = 9999
 )
 
@@ -74,7 +76,9 @@ func seedFor(pkiDir, cluster, extra string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s := &seed.Seed{Cluster: cluster, Name: "n1", PKI: issuing}
+	// The smallest quota etcd is given, so that TestSingleNode can fill
+	// it and see the NOSPACE alarm without writing much.
+	s := &seed.Seed{Cluster: cluster, Name: "n1", PKI: issuing, Etcd: seed.Etcd{QuotaBackendBytes: seed.MinQuotaBackendBytes}}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err
@@ -120,7 +124,7 @@ func newNode(t *testing.T, img string) *node {
 		Overlay:  true,
 		OVMFCode: code,
 		OVMFVars: vars,
-		Forwards: []qemu.Forward{{GuestPort: clientPort}, {GuestPort: hookPort}},
+		Forwards: []qemu.Forward{{GuestPort: clientPort}, {GuestPort: apiPort}, {GuestPort: hookPort}},
 	}}
 }
 
@@ -169,4 +173,14 @@ func (n *node) powerOff(t *testing.T, within time.Duration) {
 
 func (n *node) endpoint() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", n.vm.HostPort(clientPort))
+}
+
+// api is a client of the node's API with the admin certificate of pkiDir,
+// closed when the test ends.
+func (n *node) api(t *testing.T, pkiDir string) *nodeapi.Client {
+	t.Helper()
+	c, err := nodeapi.NewClient(fmt.Sprintf("https://127.0.0.1:%d", n.vm.HostPort(apiPort)), pkiDir)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,10 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbox/etcdbox/internal/testenv"
-	"github.com/etcdbox/etcdbox/pki"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/rollout"
 )
 
 // TestSingleNode boots one node and walks it through an operator's day:
@@ -122,6 +127,57 @@ func TestSingleNode(t *testing.T) {
 		assert.Equal(t, "v1\nv2\nv3", out)
 		// A clean stop leaves nothing for etcd to repair.
 		assert.NotContains(t, strings.ToLower(n.vm.Console()), "repair")
+	})
+
+	// The fixture's seed gives etcd the smallest quota (64 MiB): one key
+	// overwritten with 1 MiB values fills it with history until NOSPACE;
+	// maintain (compact, defrag, disarm) makes the node writable again
+	// with every key kept.
+	t.Run("NOSPACE: filled, refused, maintained", func(t *testing.T) {
+		tc, err := nodeapi.AdminTLS(pkiDir)
+		require.NoError(t, err)
+		cli, err := rollout.Dial([]string{n.endpoint()}, tc)
+		require.NoError(t, err)
+		defer cli.Close()
+		ctx := t.Context()
+		var last []byte
+		filled := false
+		for i := 0; !filled; i++ {
+			require.Less(t, i, 200, "no NOSPACE after %d writes of 1 MiB", i)
+			v := bytes.Repeat([]byte{byte('a' + i%26)}, 1<<20)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := cli.Put(wctx, "fill", string(v))
+			cancel()
+			switch {
+			case err == nil:
+				last = v
+			case strings.Contains(err.Error(), rpctypes.ErrNoSpace.Error()):
+				filled = true
+				t.Logf("NOSPACE after %d writes of 1 MiB", i)
+			default:
+				require.NoError(t, err, "write %d", i)
+			}
+		}
+		_, err = cli.Put(ctx, "k4", "v4")
+		require.ErrorContains(t, err, rpctypes.ErrNoSpace.Error(), "the full node refuses writes")
+		st, err := n.api(t, pkiDir).Status(ctx)
+		require.NoError(t, err)
+		require.NotEmpty(t, st.Member.Alarms, "the node reports the alarm")
+		assert.Contains(t, st.Member.Alarms[0], "NOSPACE")
+
+		m := &rollout.Maintenance{Client: cli, Endpoints: []string{n.endpoint()}, Logf: t.Logf}
+		start := time.Now()
+		require.NoError(t, m.Maintain(ctx))
+		t.Logf("maintain took %s", time.Since(start).Round(time.Millisecond))
+		_, err = cli.Put(ctx, "k4", "v4")
+		require.NoError(t, err, "writes are accepted again")
+		r, err := cli.Get(ctx, "fill")
+		require.NoError(t, err)
+		require.Len(t, r.Kvs, 1)
+		assert.True(t, bytes.Equal(last, r.Kvs[0].Value), "the filled key keeps its last acknowledged value")
+		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "get", "k", "--prefix", "--print-value-only")
+		require.NoError(t, err, out)
+		assert.Equal(t, "v1\nv2\nv3\nv4", out)
 	})
 
 	// A CPU model without RDRAND (qemu64), as some hypervisors and older

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,8 +160,22 @@ func (a *apiNode) Reboot() error {
 // backupsDir is where snapshots are kept, on DATA next to etcd's data.
 func (n *node) backupsDir() string { return backup.Dir(n.root) }
 
+// backupKeep is how many snapshots the node keeps (the seed's backup.keep).
+func (n *node) backupKeep() int {
+	if n.seed == nil || n.seed.Backup.Keep == 0 {
+		return seed.DefaultBackupKeep
+	}
+	return n.seed.Backup.Keep
+}
+
+// apiSnapshot is s as the node API shows it.
+func apiSnapshot(s backup.Snapshot) nodeapi.Snapshot {
+	return nodeapi.Snapshot{Name: s.Name, Path: s.Path, Member: s.Member, Size: s.Size, Revision: s.Revision,
+		Keys: s.Keys, Hash: s.Hash, SHA256: s.SHA256, Taken: s.Taken}
+}
+
 // Snapshot takes an etcd snapshot of the local member into DATA's backups
-// directory and keeps the newest nodeapi.SnapshotsKept there. The roll
+// directory and keeps the newest of the seed's backup.keep there. The roll
 // takes one before each node's step, so a node whose new slot cannot read
 // its data still has a copy made just before.
 func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
@@ -177,19 +192,15 @@ func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	st, err := c.Status(ctx, c.Endpoints()[0])
-	if err != nil {
-		return nodeapi.Snapshot{}, fmt.Errorf("etcd status: %w", err)
-	}
 	rc, err := c.Snapshot(ctx)
 	if err != nil {
 		return nodeapi.Snapshot{}, fmt.Errorf("etcd snapshot: %w", err)
 	}
 	defer rc.Close()
-	snap, err := backup.Save(n.backupsDir(), rc, st.Header.Revision, time.Now(), nodeapi.SnapshotsKept)
+	snap, err := backup.Save(n.backupsDir(), rc, n.name, time.Now(), n.backupKeep())
 	if err != nil {
 		return nodeapi.Snapshot{}, err
 	}
-	n.log.Printf("snapshot: %s (%d bytes, revision %d)", snap.Path, snap.Size, snap.Revision)
-	return nodeapi.Snapshot{Path: snap.Path, Size: snap.Size, Revision: snap.Revision, Taken: snap.Taken}, nil
+	n.log.Printf("snapshot: %s (%d bytes, revision %d, %d keys, verified)", snap.Path, snap.Size, snap.Revision, snap.Keys)
+	return apiSnapshot(snap), nil
 }

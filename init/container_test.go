@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/seed"
@@ -59,7 +60,9 @@ func (b *initBuild) get(t *testing.T, flags ...string) string {
 		}
 		b.path = filepath.Join(dir, "init")
 		args := append(append([]string{"build"}, flags...), "-o", b.path, ".")
-		out, err := exec.Command("go", args...).CombinedOutput()
+		// Through the reaper: once a test started it, exec's own Wait
+		// may find its child reaped already.
+		out, err := supervise.CombinedOutput(context.Background(), exec.Command("go", args...))
 		if err != nil {
 			b.err = fmt.Errorf("go build: %v: %s", err, out)
 		}

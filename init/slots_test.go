@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
 // TestCheckESP runs the host's fsck.fat, as the init runs its own, on a
@@ -24,7 +25,9 @@ func TestCheckESP(t *testing.T) {
 	}
 	require.FileExists(t, bin, "dosfstools (hack/deps.sh installs it)")
 	img := filepath.Join(t.TempDir(), "esp.img")
-	out, err := exec.Command("mkfs.fat", "-F", "32", "-C", img, "65536").CombinedOutput()
+	// Through the reaper, as every child of this test binary: once a test
+	// started it, exec's own Wait may find its child reaped already.
+	out, err := supervise.CombinedOutput(t.Context(), exec.Command("mkfs.fat", "-F", "32", "-C", img, "65536"))
 	require.NoError(t, err, "mkfs.fat: %s", out)
 
 	n := newNode()
@@ -41,7 +44,7 @@ func TestCheckESP(t *testing.T) {
 	logs := strings.Join(n.ring.Lines(), "\n")
 	assert.Contains(t, logs, "fsck.fat repaired it")
 	assert.Contains(t, logs, "Dirty bit")
-	out, err = exec.Command(bin, "-n", img).CombinedOutput()
+	out, err = supervise.CombinedOutput(t.Context(), exec.Command(bin, "-n", img))
 	assert.NoError(t, err, "clean after the repair: %s", out)
 
 	n = newNode()

@@ -201,21 +201,25 @@ type ArmRequest struct {
 	Image string `json:"image"`
 }
 
-// Snapshot is the answer to POST /v1/snapshot: an etcd snapshot the node
-// took of its member and keeps on DATA (the newest SnapshotsKept of them).
+// Snapshot is an etcd snapshot a node keeps on DATA: the answer to
+// POST /v1/snapshot, and each entry of GET /v1/backups. It was verified
+// before it was kept: the SHA-256 etcd appends, and its database read
+// whole (Revision, Keys and Hash are what etcdutl snapshot status says
+// of it). The node keeps the newest of the seed's backup.keep.
 type Snapshot struct {
-	// Path is the file on the node, under DATA's backups directory.
+	// Name is its file name, which GET /v1/backups/{name} serves; Path
+	// the file on the node, under DATA's backups directory.
+	Name string `json:"name"`
 	Path string `json:"path"`
-	// Size is its length in bytes; Revision the member's revision when it
-	// was taken.
+	// Member is the name of the member it was taken from.
+	Member   string    `json:"member,omitempty"`
 	Size     int64     `json:"size"`
 	Revision int64     `json:"revision"`
+	Keys     int       `json:"keys"`
+	Hash     uint32    `json:"hash"`
+	SHA256   string    `json:"sha256"`
 	Taken    time.Time `json:"taken"`
 }
-
-// SnapshotsKept is how many snapshots a node keeps on DATA; taking one
-// more removes the oldest.
-const SnapshotsKept = 5
 
 // Accepted is the body of a 202 answer.
 type Accepted struct {

@@ -33,6 +33,7 @@ type Seed struct {
 	Etcd      Etcd      `json:"etcd,omitzero"`
 	API       API       `json:"api,omitzero"`
 	Upgrade   Upgrade   `json:"upgrade,omitzero"`
+	Backup    Backup    `json:"backup,omitzero"`
 }
 
 // Discovery says how a node finds its peers: DNS SRV records or a static
@@ -125,6 +126,40 @@ const (
 	MinQuotaBackendBytes       = 64 << 20
 	MaxQuotaBackendBytes       = 64 << 30
 )
+
+// Backup configures the scheduled backups: one node at a time (the
+// holder of an etcd election) snapshots a member, a follower when it
+// can, verifies the snapshot and keeps the newest on its DATA.
+type Backup struct {
+	// Interval is the time between two backups (a duration, "30m";
+	// default 30m). "0" turns scheduled backups off.
+	Interval string `json:"interval,omitempty"`
+	// Keep is how many snapshots each node keeps (default 6).
+	Keep int `json:"keep,omitempty"`
+}
+
+// Defaults and limits of the backup section.
+const (
+	DefaultBackupInterval = "30m"
+	DefaultBackupKeep     = 6
+	// MinBackupInterval keeps a snapshot from starting before the last
+	// one is written.
+	MinBackupInterval = 10 * time.Second
+	MaxBackupKeep     = 100
+)
+
+// BackupInterval is the backup interval the section gives: 0 for none.
+// It must have been validated.
+func (b Backup) BackupInterval() time.Duration {
+	switch b.Interval {
+	case "0":
+		return 0
+	case "":
+		b.Interval = DefaultBackupInterval
+	}
+	d, _ := time.ParseDuration(b.Interval)
+	return d
+}
 
 // API configures the node API.
 type API struct {
@@ -265,4 +300,8 @@ func (s *Seed) ApplyDefaults() {
 	s.Upgrade.Tries = or(s.Upgrade.Tries, DefaultTries)
 	s.Upgrade.SettleSeconds = or(s.Upgrade.SettleSeconds, DefaultSettleSeconds)
 	s.Upgrade.GateSeconds = or(s.Upgrade.GateSeconds, DefaultGateSeconds)
+	if s.Backup.Interval == "" {
+		s.Backup.Interval = DefaultBackupInterval
+	}
+	s.Backup.Keep = or(s.Backup.Keep, DefaultBackupKeep)
 }

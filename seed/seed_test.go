@@ -151,6 +151,16 @@ network:
 			},
 		},
 		{
+			name: "backups every 10 minutes, twenty kept",
+			yaml: "cluster: demo\nbackup: {interval: 10m, keep: 20}\n" + f.issuing(),
+			want: func(s *Seed) { s.Backup = Backup{Interval: "10m", Keep: 20} },
+		},
+		{
+			name: "no scheduled backups",
+			yaml: "cluster: demo\nbackup: {interval: \"0\"}\n" + f.issuing(),
+			want: func(s *Seed) { s.Backup.Interval = "0" },
+		},
+		{
 			name: "null sections",
 			yaml: "cluster: demo\ndiscovery:\nnetwork: ~\n" + f.issuing(),
 		},
@@ -170,6 +180,7 @@ network:
 				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380, AutoCompactionRetention: "1h"},
 				API:       API{Port: 9379},
 				Upgrade:   Upgrade{Tries: 3, SettleSeconds: 30, GateSeconds: 300},
+				Backup:    Backup{Interval: "30m", Keep: 6},
 			}
 			if tt.want != nil {
 				tt.want(want)

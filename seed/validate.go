@@ -37,6 +37,7 @@ func (s *Seed) Validate() error {
 	p.port("api.port", s.API.Port)
 	p.upgrade(&s.Upgrade)
 	p.etcd(&s.Etcd)
+	p.backup(&s.Backup)
 	client, peer, api := or(s.Etcd.ClientPort, DefaultClientPort), or(s.Etcd.PeerPort, DefaultPeerPort), or(s.API.Port, DefaultAPIPort)
 	if client == peer {
 		p.add("etcd", "clientPort and peerPort are both %d", client)
@@ -329,6 +330,21 @@ func (p *problems) etcd(e *Etcd) {
 	}
 	if q := e.QuotaBackendBytes; q != 0 && (q < MinQuotaBackendBytes || q > MaxQuotaBackendBytes) {
 		p.add("etcd.quotaBackendBytes", "%d: want %d (64 MiB) to %d (64 GiB), or unset to size it to DATA", q, int64(MinQuotaBackendBytes), int64(MaxQuotaBackendBytes))
+	}
+}
+
+func (p *problems) backup(b *Backup) {
+	if i := b.Interval; i != "" && i != "0" {
+		d, err := time.ParseDuration(i)
+		switch {
+		case err != nil:
+			p.add("backup.interval", "%q: want a duration such as 30m or 1h, or 0 for no scheduled backups", i)
+		case d < MinBackupInterval:
+			p.add("backup.interval", "%q: shorter than %s", i, MinBackupInterval)
+		}
+	}
+	if b.Keep < 0 || b.Keep > MaxBackupKeep {
+		p.add("backup.keep", "%d: want 1 to %d", b.Keep, MaxBackupKeep)
 	}
 }
 
