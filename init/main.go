@@ -168,6 +168,9 @@ func (n *node) boot(ctx context.Context) error {
 		{"member lifecycle", n.lifecycle},
 		// Print "etcdbox: etcd ready" once etcd serves.
 		{"ready watch", n.watchReady},
+		// The cluster's scheduled backups, while this node holds their
+		// election (backups.go).
+		{"backups", n.scheduleBackups},
 	} {
 		supervise.Go(ctx, p.name, n.log.Printf, p.run)
 	}

@@ -57,6 +57,7 @@ type node struct {
 	formOnce  sync.Once
 	formation *member.Store // formationStore
 
+	backupMu sync.Mutex // one scheduled or asked-for backup at a time
 	mu       sync.Mutex
 	member   etcdMember            // as last started (or planned)
 	etcd     *supervise.Supervisor // nil until the lifecycle starts etcd

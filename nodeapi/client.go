@@ -195,6 +195,44 @@ func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
+// Backups lists the snapshots the node keeps, oldest first.
+func (c *Client) Backups(ctx context.Context) ([]Snapshot, error) {
+	var s []Snapshot
+	err := c.do(ctx, http.MethodGet, PathBackups, nil, http.StatusOK, &s)
+	return s, err
+}
+
+// Backup asks the node to take a backup now: a follower's snapshot,
+// verified and kept on its DATA.
+func (c *Client) Backup(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	err := c.do(ctx, http.MethodPost, PathBackups, nil, http.StatusOK, &s)
+	return s, err
+}
+
+// GetBackup copies the kept snapshot called name to w and returns the
+// SHA-256 the node says etcd appended to it (hex); the caller checks the
+// file (backup.Verify).
+func (c *Client) GetBackup(ctx context.Context, name string, w io.Writer) (string, error) {
+	u := c.endpoint + PathBackups + "?name=" + url.QueryEscape(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %w", u, readError(resp))
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return "", fmt.Errorf("GET %s: %w", u, err)
+	}
+	return resp.Header.Get(HeaderSnapshotSHA256), nil
+}
+
 // Decommission asks the node called node to leave the cluster for good:
 // it hands leadership over when it leads, removes its own member (under
 // the membership lock, only while the voters that remain keep a healthy

@@ -19,6 +19,9 @@ const (
 	// holds staged (ArmRequest), so that its next boot tries it.
 	PathUpgradeArm = "/v1/upgrade/arm"
 	PathSnapshot   = "/v1/snapshot"
+	// PathBackups lists the node's kept snapshots (GET), serves one
+	// (GET ?name=NAME, the file itself) and takes one now (POST).
+	PathBackups = "/v1/backups"
 	// PathDecommission is POST only: the node removes its member and
 	// powers off for good (DecommissionRequest, Decommissioned).
 	PathDecommission = "/v1/decommission"
@@ -200,6 +203,10 @@ type UpgradeRequest struct {
 type ArmRequest struct {
 	Image string `json:"image"`
 }
+
+// HeaderSnapshotSHA256 carries, on a snapshot served by GET /v1/backups,
+// the SHA-256 etcd appended to it (hex), which the client checks.
+const HeaderSnapshotSHA256 = "Etcdbox-Snapshot-Sha256"
 
 // Snapshot is an etcd snapshot a node keeps on DATA: the answer to
 // POST /v1/snapshot, and each entry of GET /v1/backups. It was verified

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
@@ -40,10 +42,15 @@ type endpoint struct {
 // routes maps paths to their endpoints. ServeMux would answer a wrong
 // method with a plain-text 405; the API answers every error in JSON.
 var routes = map[string][]endpoint{
-	nodeapi.PathStatus:       {{method: http.MethodGet, serve: (*Server).status}},
-	nodeapi.PathLogs:         {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
-	nodeapi.PathReboot:       {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
-	nodeapi.PathSnapshot:     {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
+	nodeapi.PathStatus:   {{method: http.MethodGet, serve: (*Server).status}},
+	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
+	nodeapi.PathReboot:   {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
+	nodeapi.PathSnapshot: {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
+	// A snapshot holds every key of the cluster: only the admin reads one.
+	nodeapi.PathBackups: {
+		{method: http.MethodGet, admin: true, query: []string{"name"}, serve: (*Server).backups},
+		{method: http.MethodPost, admin: true, serve: (*Server).takeBackup},
+	},
 	nodeapi.PathDecommission: {{method: http.MethodPost, admin: true, serve: (*Server).decommission}},
 	nodeapi.PathFormation: {
 		{method: http.MethodGet, serve: (*Server).formation},
@@ -212,6 +219,55 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) error {
 	snap, err := s.cfg.Node.Snapshot(r.Context())
 	if err != nil {
 		return nodeError("snapshot", err)
+	}
+	writeJSON(w, http.StatusOK, snap)
+	return nil
+}
+
+// backups lists the kept snapshots, or with ?name= streams one: the file
+// as etcd sent it, its SHA-256 appended, which the client checks.
+func (s *Server) backups(w http.ResponseWriter, r *http.Request) error {
+	names := r.URL.Query()["name"]
+	if len(names) == 0 {
+		snaps, err := s.cfg.Node.Backups()
+		if err != nil {
+			return nodeError("backups", err)
+		}
+		writeJSON(w, http.StatusOK, snaps)
+		return nil
+	}
+	if len(names) > 1 || names[0] == "" {
+		return errorf(http.StatusBadRequest, "name: give one snapshot name, as GET %s lists them", nodeapi.PathBackups)
+	}
+	f, snap, err := s.cfg.Node.OpenBackup(names[0])
+	if errors.Is(err, fs.ErrNotExist) {
+		return errorf(http.StatusNotFound, "no snapshot %q on this node", names[0])
+	}
+	if err != nil {
+		return nodeError("backup", err)
+	}
+	defer f.Close()
+	// A large snapshot takes longer than the server's write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(snap.Size, 10))
+	w.Header().Set(nodeapi.HeaderSnapshotSHA256, snap.SHA256)
+	w.WriteHeader(http.StatusOK)
+	_, err = io.Copy(w, f)
+	if err != nil {
+		s.cfg.Log("node API: send snapshot %s: %v", snap.Name, err)
+	}
+	return nil
+}
+
+func (s *Server) takeBackup(w http.ResponseWriter, r *http.Request) error {
+	var req struct{}
+	if err := decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	snap, err := s.cfg.Node.Backup(r.Context())
+	if err != nil {
+		return nodeError("backup", err)
 	}
 	writeJSON(w, http.StatusOK, snap)
 	return nil

@@ -1,14 +1,19 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
+	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +49,9 @@ type fakeNode struct {
 	decommissioned  []nodeapi.DecommissionRequest
 	formation       nodeapi.Formation
 	formErr         error
+	// backups are the kept snapshots by name, with their bytes.
+	backups map[string][]byte
+	backedUp int
 }
 
 func (f *fakeNode) Decommission(_ context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {
@@ -84,6 +92,33 @@ func (f *fakeNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {
 	}
 	f.snapshots++
 	return f.snapshot, nil
+}
+
+func (f *fakeNode) Backups() ([]nodeapi.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []nodeapi.Snapshot{}
+	for _, name := range slices.Sorted(maps.Keys(f.backups)) {
+		out = append(out, nodeapi.Snapshot{Name: name, Size: int64(len(f.backups[name])), SHA256: "sum-of-" + name})
+	}
+	return out, nil
+}
+
+func (f *fakeNode) OpenBackup(name string) (io.ReadCloser, nodeapi.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.backups[name]
+	if !ok {
+		return nil, nodeapi.Snapshot{}, fs.ErrNotExist
+	}
+	return io.NopCloser(bytes.NewReader(b)), nodeapi.Snapshot{Name: name, Size: int64(len(b)), SHA256: "sum-of-" + name}, nil
+}
+
+func (f *fakeNode) Backup(context.Context) (nodeapi.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backedUp++
+	return nodeapi.Snapshot{Name: "etcd-new.db"}, nil
 }
 
 func (f *fakeNode) Status(context.Context) (nodeapi.Status, error) {

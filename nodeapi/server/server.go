@@ -33,6 +33,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -100,6 +101,15 @@ type Node interface {
 	// DATA and returns once it is on the disk (the roll takes one before
 	// each node's step). It may take a while; ctx is the request's.
 	Snapshot(ctx context.Context) (nodeapi.Snapshot, error)
+	// Backups lists the snapshots the node keeps, oldest first.
+	Backups() ([]nodeapi.Snapshot, error)
+	// OpenBackup opens the kept snapshot called name (a name Backups
+	// lists, never a path); a missing one is an error wrapping
+	// fs.ErrNotExist.
+	OpenBackup(name string) (io.ReadCloser, nodeapi.Snapshot, error)
+	// Backup takes a backup now, as the schedule does (a follower's
+	// snapshot, verified, kept), and returns once it is kept.
+	Backup(ctx context.Context) (nodeapi.Snapshot, error)
 	// Decommission removes this node's member from the cluster for good
 	// (req.Node must be its name; the server checked it is not empty),
 	// writes its tombstone, and returns; then the node powers off, and the

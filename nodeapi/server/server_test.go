@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,9 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 		"hold":         func() error { return c.HoldUpgrade(ctx, goodRef) },
 		"arm":          func() error { _, err := c.ArmUpgrade(ctx, goodRef); return err },
 		"snapshot":     func() error { _, err := c.Snapshot(ctx); return err },
+		"backups":      func() error { _, err := c.Backups(ctx); return err },
+		"backup now":   func() error { _, err := c.Backup(ctx); return err },
+		"backup get":   func() error { _, err := c.GetBackup(ctx, "etcd-1.db", io.Discard); return err },
 		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
 		"without":      func() error { _, err := c.FormWithout(ctx, []string{"n3"}); return err },
 	} {
@@ -99,8 +104,43 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Empty(t, node.held)
 	assert.Empty(t, node.armed)
 	assert.Zero(t, node.snapshots)
+	assert.Zero(t, node.backedUp)
 	assert.Empty(t, node.decommissioned)
 	assert.Empty(t, node.formation.Without)
+}
+
+// TestBackups: the admin lists the kept snapshots, takes one, and gets
+// one whole with the SHA-256 the node names; a name the node does not
+// keep, or a path, is a 404 that says so.
+func TestBackups(t *testing.T) {
+	p := newTestPKI(t)
+	db := bytes.Repeat([]byte("snapshot "), 10000)
+	node := &fakeNode{backups: map[string][]byte{"etcd-1.db": db, "etcd-2.db": []byte("x")}}
+	endpoint := startServer(t, p, node)
+	c, err := nodeapi.NewClient(endpoint, p.admin)
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	list, err := c.Backups(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	assert.Equal(t, "etcd-1.db", list[0].Name)
+	assert.Equal(t, int64(len(db)), list[0].Size)
+	var got bytes.Buffer
+	sum, err := c.GetBackup(ctx, "etcd-1.db", &got)
+	require.NoError(t, err)
+	assert.Equal(t, db, got.Bytes())
+	assert.Equal(t, "sum-of-etcd-1.db", sum)
+	for _, name := range []string{"etcd-3.db", "../state/pki/ca.key"} {
+		_, err = c.GetBackup(ctx, name, io.Discard)
+		ae := apiError(t, err)
+		assert.Equal(t, http.StatusNotFound, ae.StatusCode, name)
+		assert.Contains(t, ae.Message, "no snapshot "+strconv.Quote(name)+" on this node")
+	}
+	snap, err := c.Backup(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "etcd-new.db", snap.Name)
+	assert.Equal(t, 1, node.backedUp)
 }
 
 // TestFormation: any node certificate reads the formation answer (the
@@ -280,7 +320,7 @@ func TestBadRequests(t *testing.T) {
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},

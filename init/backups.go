@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+// Scheduled backups (the seed's backup section): one node of the cluster
+// at a time, the holder of the etcd election backupElection, takes a
+// snapshot every interval, from a follower when there is one (a snapshot
+// costs its member a read of the whole database, better not the
+// leader's), verifies it and keeps the newest on its own DATA. After each
+// it writes backupLastKey, so that a node that wins the election later
+// keeps the schedule, and status can tell the last backup's age.
+const (
+	backupElection = "/etcdbox/backup/election"
+	backupLastKey  = "/etcdbox/backup/last"
+	// backupLeaseTTL bounds how long a dead holder keeps the election.
+	backupLeaseTTL = 30
+)
+
+// lastBackup is the value of backupLastKey.
+type lastBackup struct {
+	Node     string    `json:"node"`
+	Name     string    `json:"name"`
+	Member   string    `json:"member"`
+	Revision int64     `json:"revision"`
+	Taken    time.Time `json:"taken"`
+}
+
+// scheduleBackups is a long-lived part: it runs the node's turns at the
+// backups, one after another, until ctx ends.
+func (n *node) scheduleBackups(ctx context.Context) {
+	every := n.seed.Backup.BackupInterval()
+	if every == 0 {
+		n.log.Printf("backups: none scheduled (seed backup.interval 0)")
+		return
+	}
+	for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, time.Minute) {
+		err := n.backupTurn(ctx, every)
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Printf("backups: %v (again in %s)", err, wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// backupTurn waits until the local member serves, campaigns for the
+// backup election and, once it holds it, takes a backup each time the
+// last one is every old, until it loses the election's lease or ctx ends.
+func (n *node) backupTurn(ctx context.Context, every time.Duration) error {
+	c, err := n.localMember().client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for ready(ctx, c) != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(backupLeaseTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("backup election: %w", err)
+	}
+	defer s.Close()
+	e := concurrency.NewElection(s, backupElection)
+	if err := e.Campaign(ctx, n.name); err != nil {
+		return fmt.Errorf("backup election: %w", err)
+	}
+	n.log.Printf("backups: this node takes the cluster's backups, every %s, keeping %d", every, n.backupKeep())
+	for {
+		last, err := readLastBackup(ctx, c)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.Done():
+			return errors.New("lost the backup election's lease")
+		case <-time.After(time.Until(last.Taken.Add(every))):
+		}
+		snap, err := n.takeBackup(ctx)
+		if err != nil {
+			// Not again at once: a failing backup must not hammer a
+			// member; the next try is a tenth of the interval away.
+			n.log.Printf("backups: %v", err)
+			last.Taken = time.Now().Add(-every + every/10)
+			if err := writeLastBackup(ctx, c, last); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := writeLastBackup(ctx, c, lastBackup{Node: n.name, Name: snap.Name, Member: snap.Member, Revision: snap.Revision, Taken: snap.Taken}); err != nil {
+			return err
+		}
+	}
+}
+
+func readLastBackup(ctx context.Context, c *clientv3.Client) (lastBackup, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := c.Get(ctx, backupLastKey)
+	if err != nil {
+		return lastBackup{}, fmt.Errorf("read %s: %w", backupLastKey, err)
+	}
+	var last lastBackup
+	if len(r.Kvs) == 1 {
+		_ = json.Unmarshal(r.Kvs[0].Value, &last) // a bad record: back up now
+	}
+	return last, nil
+}
+
+func writeLastBackup(ctx context.Context, c *clientv3.Client, last lastBackup) error {
+	b, err := json.Marshal(last)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, backupLastKey, string(b)); err != nil {
+		return fmt.Errorf("write %s: %w", backupLastKey, err)
+	}
+	return nil
+}
+
+// takeBackup snapshots a member, a follower when one answers, into this
+// node's backups directory, verified, once DATA has room for it.
+func (n *node) takeBackup(ctx context.Context) (backup.Snapshot, error) {
+	n.backupMu.Lock()
+	defer n.backupMu.Unlock()
+	m := n.localMember()
+	c, err := m.client()
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	defer c.Close()
+	src, name, size, err := backupSource(ctx, c)
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	if err := roomFor(n.backupsDir(), n.root, size); err != nil {
+		return backup.Snapshot{}, err
+	}
+	tc, err := m.tlsConfig()
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	sc, err := clientv3.New(clientv3.Config{Endpoints: []string{src}, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	defer sc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rc, err := sc.Snapshot(ctx)
+	if err != nil {
+		return backup.Snapshot{}, fmt.Errorf("snapshot of %s: %w", name, err)
+	}
+	defer rc.Close()
+	snap, err := backup.Save(n.backupsDir(), rc, name, time.Now(), n.backupKeep())
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	n.log.Printf("backups: %s of member %s in %s: %d bytes, revision %d, %d keys, verified", snap.Name, name,
+		time.Since(start).Round(time.Millisecond), snap.Size, snap.Revision, snap.Keys)
+	return snap, nil
+}
+
+// backupSource picks the member to snapshot: a started follower that
+// answers, else the leader; it returns its client URL, name and database
+// size.
+func backupSource(ctx context.Context, c *clientv3.Client) (string, string, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ml, err := c.MemberList(ctx)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("member list: %w", err)
+	}
+	var leaderURL, leaderName string
+	var leaderSize int64
+	for _, m := range ml.Members {
+		if m.IsLearner || len(m.ClientURLs) == 0 {
+			continue
+		}
+		st, err := c.Status(ctx, m.ClientURLs[0])
+		if err != nil || len(st.Errors) > 0 && !onlyNOSPACE(st.Errors) {
+			continue
+		}
+		if st.Leader != st.Header.MemberId {
+			return m.ClientURLs[0], m.Name, st.DbSize, nil
+		}
+		leaderURL, leaderName, leaderSize = m.ClientURLs[0], m.Name, st.DbSize
+	}
+	if leaderURL == "" {
+		return "", "", 0, errors.New("no member answers for a snapshot")
+	}
+	return leaderURL, leaderName, leaderSize, nil
+}
+
+// onlyNOSPACE says whether a status's errors are NOSPACE alarms only: a
+// full database is still worth a backup.
+func onlyNOSPACE(errs []string) bool {
+	for _, e := range errs {
+		if !strings.Contains(e, "NOSPACE") {
+			return false
+		}
+	}
+	return true
+}
+
+// roomFor checks that the filesystem of dir (or of root, when dir does
+// not exist yet) has room for a snapshot of size bytes and a margin: a
+// backup never fills DATA, which etcd needs more.
+func roomFor(dir, root string, size int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		if err := unix.Statfs(root, &st); err != nil {
+			return fmt.Errorf("statfs %s: %w", root, err)
+		}
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	const margin = 256 << 20
+	if need := size + size/4 + margin; free < need {
+		return fmt.Errorf("%d MiB free on DATA, a snapshot of %d MiB needs %d MiB with the margin: not taken", free>>20, size>>20, need>>20)
+	}
+	return nil
+}
+
+// Backup takes a backup now (POST /v1/backups), as the schedule would.
+func (a *apiNode) Backup(ctx context.Context) (nodeapi.Snapshot, error) {
+	if a.n.supervisor() == nil {
+		return nodeapi.Snapshot{}, errors.New("etcd is not running")
+	}
+	snap, err := a.n.takeBackup(ctx)
+	if err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	return apiSnapshot(snap), nil
+}
+
+// Backups lists the snapshots this node keeps (GET /v1/backups).
+func (a *apiNode) Backups() ([]nodeapi.Snapshot, error) {
+	snaps, err := backup.List(a.n.backupsDir())
+	if err != nil {
+		return nil, err
+	}
+	out := []nodeapi.Snapshot{}
+	for _, s := range snaps {
+		out = append(out, apiSnapshot(s))
+	}
+	return out, nil
+}
+
+// OpenBackup opens the kept snapshot called name (GET /v1/backups?name=).
+func (a *apiNode) OpenBackup(name string) (io.ReadCloser, nodeapi.Snapshot, error) {
+	f, s, err := backup.Open(a.n.backupsDir(), name)
+	if err != nil {
+		return nil, nodeapi.Snapshot{}, err
+	}
+	return f, apiSnapshot(s), nil
+}
