@@ -108,6 +108,7 @@ type cluster struct {
 	t      *testing.T
 	pkiDir string
 	nodes  map[string]*cnode
+	backup seed.Backup // the seeds' backup section
 }
 
 func newCluster(t *testing.T, names ...string) *cluster {
@@ -134,9 +135,10 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 	issuing, err := seed.IssuingPKIFrom(c.pkiDir)
 	require.NoError(c.t, err)
 	s := &seed.Seed{Cluster: clusterName, Name: n.name,
-		PKI:  issuing,
-		Etcd: seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
-		API:  seed.API{Port: n.apiPort}}
+		PKI:    issuing,
+		Etcd:   seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
+		API:    seed.API{Port: n.apiPort},
+		Backup: c.backup}
 	s.Discovery.InitialSize = initial
 	for _, p := range peers {
 		pn := c.nodes[p]

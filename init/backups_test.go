@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/seed"
+)
+
+// TestScheduledBackups runs three container-mode nodes whose seed asks for
+// a backup every 10 s, two kept: one node holds the backup election and
+// takes them, verified, of a member its log names; it keeps two; the node
+// API lists them and serves one whole, which verifies; when the holder
+// stops, another node takes over the schedule.
+func TestScheduledBackups(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "n1", "n2", "n3")
+	c.backup = seed.Backup{Interval: "10s", Keep: 2}
+	var nodes []*cnode
+	for _, name := range []string{"n1", "n2", "n3"} {
+		n := c.nodes[name]
+		c.writeSeed(n, "backups", 3, "n1", "n2", "n3")
+		n.start()
+		nodes = append(nodes, n)
+	}
+	holder := waitAnyLog(t, nodes, "backups: this node takes the cluster's backups, every 10s, keeping 2", 90*time.Second)
+	for _, n := range nodes {
+		if n != holder {
+			assert.NotContains(t, n.log(), "backups: etcd-", "%s took a backup without the election", n.name)
+		}
+	}
+	// Three backups: two kept.
+	taken := regexp.MustCompile(`backups: (etcd-\S+\.db) of member (n\d) in \S+: \d+ bytes, revision (\d+), \d+ keys, verified`)
+	deadline := time.Now().Add(90 * time.Second)
+	for len(taken.FindAllString(holder.log(), -1)) < 3 {
+		require.True(t, time.Now().Before(deadline), "%s took fewer than three backups in 90s:\n%s", holder.name, tail(holder.log(), 20))
+		time.Sleep(200 * time.Millisecond) // polling interval, bounded by the deadline
+	}
+	got := taken.FindAllStringSubmatch(holder.log(), -1)
+	t.Logf("backups: %v", got)
+	dir := backup.Dir(filepath.Join(holder.dir, "data"))
+	kept, err := backup.List(dir)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(kept), 2)
+	assert.LessOrEqual(t, len(kept), 2, "keep 2")
+
+	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(holder.apiPort), c.pkiDir)
+	require.NoError(t, err)
+	defer api.Close()
+	listed, err := api.Backups(t.Context())
+	require.NoError(t, err)
+	require.NotEmpty(t, listed)
+	last := listed[len(listed)-1]
+	assert.Positive(t, last.Revision)
+	assert.Contains(t, []string{"n1", "n2", "n3"}, last.Member)
+	f, err := os.CreateTemp(t.TempDir(), "got-*.db")
+	require.NoError(t, err)
+	sum, err := api.GetBackup(t.Context(), last.Name, f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	st, err := backup.Verify(f.Name())
+	require.NoError(t, err, "the snapshot the node served")
+	assert.Equal(t, backup.Stats{Revision: last.Revision, Keys: last.Keys, Hash: last.Hash, SHA256: last.SHA256}, st)
+	assert.Equal(t, last.SHA256, sum)
+
+	// Another node keeps the schedule when the holder stops.
+	holder.stop()
+	var rest []*cnode
+	for _, n := range nodes {
+		if n != holder {
+			rest = append(rest, n)
+		}
+	}
+	next := waitAnyLog(t, rest, "backups: this node takes the cluster's backups", 60*time.Second)
+	t.Logf("%s stopped, %s took over", holder.name, next.name)
+}
+
+// waitAnyLog waits until one of nodes logs want, and returns it.
+func waitAnyLog(t *testing.T, nodes []*cnode, want string, within time.Duration) *cnode {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if strings.Contains(n.log(), want) {
+				return n
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, bounded by the deadline
+	}
+	require.FailNow(t, "no node logged "+want)
+	return nil
+}
