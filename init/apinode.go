@@ -78,6 +78,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 	}
 	if n.seed != nil {
 		st.Cluster = n.seed.Cluster
+		st.Backups.Interval = n.seed.Backup.BackupInterval()
 	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
@@ -123,6 +124,9 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 				}
 				st.Member.Alarms = s.Errors
 				st.Member.Healthy = ready(sctx, c) == nil
+				if last, err := readLastBackup(sctx, c); err == nil {
+					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken
+				}
 			}
 		}
 	}

@@ -72,6 +72,21 @@ type Status struct {
 	// slot is not bad. A slot given up without a record (a kernel panic,
 	// say) reads "slot b: bad, no reason recorded".
 	LastRollback string `json:"lastRollback,omitempty"`
+	// Backups is the cluster's backup schedule as this node sees it.
+	Backups BackupSchedule `json:"backups,omitzero"`
+}
+
+// BackupSchedule is the cluster's scheduled backups (the seed's backup
+// section): how often, and the last one, as etcd records it.
+type BackupSchedule struct {
+	// Interval is the seed's backup.interval; 0 when none are scheduled.
+	Interval time.Duration `json:"interval"`
+	// Last is the last backup taken: on which node, of which member, its
+	// name, revision and time. Zero when none was taken yet.
+	LastNode   string    `json:"lastNode,omitempty"`
+	LastName   string    `json:"lastName,omitempty"`
+	LastMember string    `json:"lastMember,omitempty"`
+	LastTaken  time.Time `json:"lastTaken,omitzero"`
 }
 
 // statusWire is Status with Uptime in a form that reads well in curl.

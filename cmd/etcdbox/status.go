@@ -210,9 +210,41 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		}
 	}
 	w.Flush()
+	if note, _ := backupNote(results, now); note != "" {
+		notes = append(notes, note)
+	}
 	for _, n := range append(notes, alarmNotes(results)...) {
 		fmt.Fprintln(out, n)
 	}
+}
+
+// backupNote describes the cluster's last scheduled backup, as the nodes
+// report it, and says whether it is late: older than twice the interval.
+func backupNote(results []statusResult, now time.Time) (string, bool) {
+	var b nodeapi.BackupSchedule
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		rb := r.status.Backups
+		b.Interval = max(b.Interval, rb.Interval)
+		if rb.LastTaken.After(b.LastTaken) {
+			b.LastNode, b.LastName, b.LastMember, b.LastTaken = rb.LastNode, rb.LastName, rb.LastMember, rb.LastTaken
+		}
+	}
+	switch {
+	case b.Interval == 0 && b.LastTaken.IsZero():
+		return "", false
+	case b.LastTaken.IsZero():
+		return fmt.Sprintf("backups: every %s, none taken yet", b.Interval), false
+	}
+	age := now.Sub(b.LastTaken)
+	note := fmt.Sprintf("backups: every %s; the last, %s of member %s, is on %s, taken %s ago", b.Interval, b.LastName, b.LastMember, b.LastNode, roughDuration(age))
+	late := b.Interval > 0 && age > 2*b.Interval
+	if late {
+		note += " (LATE: more than twice the interval; see the holder's log, etcdbox logs " + b.LastNode + ")"
+	}
+	return note, late
 }
 
 // raisedAlarms is the alarms the nodes report, once each, in order.
@@ -337,6 +369,9 @@ func statusProblems(results []statusResult, now time.Time) error {
 	}
 	for _, a := range raisedAlarms(results) {
 		problems = append(problems, "alarm "+a+" raised")
+	}
+	if note, late := backupNote(results, now); late {
+		problems = append(problems, note)
 	}
 	if len(down) > 0 {
 		problems = append([]string{fmt.Sprintf("%d of %d nodes did not answer: %s", len(down), len(results), strings.Join(down, ", "))}, problems...)

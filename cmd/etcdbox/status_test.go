@@ -269,3 +269,29 @@ func TestStatusAlarms(t *testing.T) {
 	}
 	assert.NoError(t, statusProblems(results, now))
 }
+
+// TestStatusBackups: the newest backup any node reports is shown with its
+// age, and one older than twice the interval fails the status.
+func TestStatusBackups(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(age time.Duration, node string) statusResult {
+		st := nodeapi.Status{Name: node, Member: nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true},
+			Backups: nodeapi.BackupSchedule{Interval: 30 * time.Minute, LastNode: "n2", LastName: "etcd-x.db", LastMember: "n3", LastTaken: now.Add(-age)}}
+		return statusResult{target: statusTarget{name: node, endpoint: node}, status: st}
+	}
+	results := []statusResult{at(50*time.Minute, "n1"), at(20*time.Minute, "n2")}
+	var b strings.Builder
+	printNodeStatus(&b, results, now)
+	assert.Contains(t, b.String(), "backups: every 30m0s; the last, etcd-x.db of member n3, is on n2, taken 20m ago\n")
+	assert.NoError(t, statusProblems(results, now))
+
+	results = []statusResult{at(61*time.Minute, "n1")}
+	err := statusProblems(results, now)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "taken 61m ago (LATE: more than twice the interval")
+
+	none := nodeapi.Status{Name: "n1", Member: nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true}, Backups: nodeapi.BackupSchedule{Interval: time.Hour}}
+	b.Reset()
+	printNodeStatus(&b, []statusResult{{target: statusTarget{name: "n1"}, status: none}}, now)
+	assert.Contains(t, b.String(), "backups: every 1h0m0s, none taken yet")
+}
