@@ -20,6 +20,7 @@ import (
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // clusterDeadline bounds `up` of three nodes and each `add` under
@@ -58,6 +59,8 @@ func upCluster(t *testing.T, n int) *running {
 	cfg := cluster.Config{
 		Dir: t.TempDir(), Image: clusterImage(t), OVMFCode: code, OVMFVars: vars,
 		MemoryMiB: 768, GuestPorts: []int{hookPort}, Log: t.Logf,
+		// A backup a minute: TestCluster checks that one comes on time.
+		Backup: seed.Backup{Interval: "1m", Keep: 3},
 	}
 	return startCluster(t, cfg, n)
 }

@@ -131,6 +131,7 @@ func TestCluster(t *testing.T) {
 	require.True(t, ok, "the next steps need four voters")
 	ok = t.Run("members remove scales back to three under writes", func(t *testing.T) { testRemove(ctx, t, c, "n5", true) })
 	require.True(t, ok, "the faults need the three first nodes")
+	t.Run("a backup comes on the interval, verified, and is fetched whole", func(t *testing.T) { testBackups(ctx, t, c) })
 	ok = t.Run("faults", func(t *testing.T) { testFaults(ctx, t, r) })
 	require.True(t, ok, "the cluster is not whole after the faults; the other steps need it")
 	c = r.Cluster // the cold start brought it up anew

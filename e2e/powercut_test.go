@@ -56,13 +56,14 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	// entry the agent stages for v2 never show it.
 	cdir := filepath.Join(dir, "c")
 	up := cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: time.Minute}
-	seedYAML, err := cluster.Seed(cdir, "", 1, up)
+	cfg := cluster.Config{Dir: cdir, Image: v1img, Upgrade: up}
+	seedYAML, err := cluster.Seed(cfg, 1)
 	require.NoError(t, err)
 	secrets := newCmdlineSecrets(t, seedYAML)
 	buildImageCmdline(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", secrets.arg, v1img)
 	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
 
-	rc := startCluster(t, cluster.Config{Dir: cdir, Image: v1img, Upgrade: up}, 1)
+	rc := startCluster(t, cfg, 1)
 	c := rc.Cluster
 	require.Len(t, c.Nodes(), 1)
 	node := c.Nodes()[0]

@@ -83,6 +83,9 @@ type Config struct {
 	// seed is written once, by the Up or Add that creates the cluster
 	// directory; later calls do not change it.
 	Upgrade Upgrade
+	// Backup is the seed's backup section (zero: the defaults, a backup
+	// every 30 minutes); like Upgrade, written once.
+	Backup seed.Backup
 }
 
 // Upgrade are the upgrade settings of a local cluster's seed

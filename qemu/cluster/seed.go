@@ -18,7 +18,7 @@ import (
 // issues its own certificates). It names no node: each takes its name from
 // its DHCP host name, so one seed volume serves all of them.
 func localSeed(pkiDir, domain string, initialSize int) ([]byte, error) {
-	return seedWith(pkiDir, domain, initialSize, Upgrade{})
+	return seedWith(pkiDir, domain, initialSize, Upgrade{}, seed.Backup{})
 }
 
 // Defaults of a local cluster's upgrade settings: the gate is kept short,
@@ -29,7 +29,7 @@ const (
 )
 
 // seedWith is seed with the upgrade settings up (zero fields: defaults).
-func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error) {
+func seedWith(pkiDir, domain string, initialSize int, up Upgrade, backup seed.Backup) ([]byte, error) {
 	if up.Tries < 0 || up.Settle < 0 || up.Gate < 0 {
 		return nil, fmt.Errorf("seed: negative upgrade setting %+v", up)
 	}
@@ -60,6 +60,7 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 			GateSeconds:        int(up.Gate / time.Second),
 			TrustedKeys:        up.TrustedKeys,
 		},
+		Backup: backup,
 	}
 	b, err := s.Marshal()
 	if err != nil {
@@ -68,16 +69,16 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade) ([]byte, error
 	return b, nil
 }
 
-// Seed makes the CA of a new cluster in dir (unless it has one) and
-// returns the seed Up gives the nodes of that cluster, for images that
-// carry it on their kernel command line (etcdbox.seed=) rather than read
-// it from the seed volume: Up keeps the CA it finds.
-func Seed(dir, domain string, initialSize int, up Upgrade) ([]byte, error) {
-	pkiDir := filepath.Join(dir, PKIDir)
+// Seed makes the CA of a new cluster in cfg.Dir (unless it has one) and
+// returns the seed Up(cfg, initialSize) gives the nodes of that cluster,
+// for images that carry it on their kernel command line (etcdbox.seed=)
+// rather than read it from the seed volume: Up keeps the CA it finds.
+func Seed(cfg Config, initialSize int) ([]byte, error) {
+	pkiDir := filepath.Join(cfg.Dir, PKIDir)
 	if _, err := ensureCA(pkiDir); err != nil {
 		return nil, err
 	}
-	return seedWith(pkiDir, or(domain, DefaultDomain), initialSize, up)
+	return seedWith(pkiDir, or(cfg.Domain, DefaultDomain), initialSize, cfg.Upgrade, cfg.Backup)
 }
 
 // ensureCA makes a CA and an admin certificate in pkiDir unless it holds
@@ -99,7 +100,7 @@ func (c *Cluster) ensureSeed() (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	data, err := seedWith(c.PKIDir(), c.st.Domain, c.st.InitialSize, c.cfg.Upgrade)
+	data, err := seedWith(c.PKIDir(), c.st.Domain, c.st.InitialSize, c.cfg.Upgrade, c.cfg.Backup)
 	if err != nil {
 		return "", err
 	}

@@ -17,7 +17,7 @@ func TestSeedUpgrade(t *testing.T) {
 	require.NoError(t, pki.Init(dir, false))
 	parse := func(up Upgrade) seed.Upgrade {
 		t.Helper()
-		b, err := seedWith(dir, "demo.internal", 1, up)
+		b, err := seedWith(dir, "demo.internal", 1, up, seed.Backup{})
 		require.NoError(t, err)
 		s, err := seed.Parse(b)
 		require.NoError(t, err, "seed:\n%s", b)
@@ -36,7 +36,7 @@ func TestSeedUpgrade(t *testing.T) {
 	assert.Equal(t, 60, got.GateSeconds)
 
 	for _, bad := range []Upgrade{{Tries: -1}, {Settle: -time.Second}, {Gate: 1500 * time.Millisecond}} {
-		_, err := seedWith(dir, "demo.internal", 1, bad)
+		_, err := seedWith(dir, "demo.internal", 1, bad, seed.Backup{})
 		assert.Error(t, err, "%+v", bad)
 	}
 }
