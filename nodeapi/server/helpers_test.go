@@ -50,7 +50,7 @@ type fakeNode struct {
 	formation       nodeapi.Formation
 	formErr         error
 	// backups are the kept snapshots by name, with their bytes.
-	backups map[string][]byte
+	backups  map[string][]byte
 	backedUp int
 }
 
