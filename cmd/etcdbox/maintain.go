@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -134,53 +135,43 @@ differs, and replace that member.`,
 	return cmd
 }
 
-func newDefragCmd() *cobra.Command {
+// maintenanceCmd is a verb that runs one Maintenance step on the cluster
+// its flags name.
+func maintenanceCmd(use, short, long, example string, step func(*rollout.Maintenance, context.Context) error) *cobra.Command {
 	var f etcdFlags
 	cmd := &cobra.Command{
-		Use:   "defrag " + etcdTargetUse,
-		Short: "Defragment every member, one at a time, the leader last",
-		Long: `Defrag gives the space that compaction freed inside each member's
-database back to the disk. A member is blocked while it defragments, so
-they go one at a time, the leader last, and each only once every member
-answers and one leads; it stops at the first member that does not.`,
-		Example: "  etcdbox defrag --dir run/cluster",
-		Args:    cobra.NoArgs,
+		Use: use + " " + etcdTargetUse, Short: short, Long: long, Example: example,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, done, err := maintenance(cmd, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			return m.Defrag(cmd.Context())
+			return step(m, cmd.Context())
 		},
 	}
 	addEtcdFlags(cmd, &f)
 	return cmd
 }
 
+func newDefragCmd() *cobra.Command {
+	return maintenanceCmd("defrag", "Defragment every member, one at a time, the leader last",
+		`Defrag gives the space that compaction freed inside each member's
+database back to the disk. A member is blocked while it defragments, so
+they go one at a time, the leader last, and each only once every member
+answers and one leads; it stops at the first member that does not.`,
+		"  etcdbox defrag --dir run/cluster", (*rollout.Maintenance).Defrag)
+}
+
 func newMaintainCmd() *cobra.Command {
-	var f etcdFlags
-	cmd := &cobra.Command{
-		Use:   "maintain " + etcdTargetUse,
-		Short: "Make a full cluster writable again: compact, defrag one member at a time, disarm NOSPACE",
-		Long: `Maintain brings a cluster that raised NOSPACE back to accepting writes,
+	return maintenanceCmd("maintain", "Make a full cluster writable again: compact, defrag one member at a time, disarm NOSPACE",
+		`Maintain brings a cluster that raised NOSPACE back to accepting writes,
 keeping every key: it compacts the history up to the current revision,
 defragments every member one at a time (the leader last), and disarms
 NOSPACE once every member's database uses at most 80% of its quota. When
 the live data itself fills the quota it says so and leaves the alarm
 raised: raise the seed's etcd.quotaBackendBytes, or delete keys. A
 CORRUPT alarm stops it before it changes anything.`,
-		Example: "  etcdbox maintain --dir run/cluster",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, done, err := maintenance(cmd, f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			return m.Maintain(cmd.Context())
-		},
-	}
-	addEtcdFlags(cmd, &f)
-	return cmd
+		"  etcdbox maintain --dir run/cluster", (*rollout.Maintenance).Maintain)
 }
