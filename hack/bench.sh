@@ -6,7 +6,7 @@
 #   BENCH_RUNS   builds timed by the build section (default 5)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
 #   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
-#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify)
+#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify backup)
 # A new section is a function here plus, for Go, a program under bench/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +55,15 @@ section_verify() {
 	go run ./bench/verify -oci "$out/verify.tar" -image "$out/verify.img"
 }
 
+# Issue 13: what a scheduled backup costs: snapshot and verification time,
+# size, and the write latency p99 while snapshots run.
+section_backup() {
+	echo "== a backup: snapshot, verification, and the writes' p99 while it runs"
+	go run ./bench/backup -etcd bin/etcd
+}
+
 start=$(date +%s)
-for s in ${BENCH_ONLY:-build boot cluster upgrade verify}; do
+for s in ${BENCH_ONLY:-build boot cluster upgrade verify backup}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"
