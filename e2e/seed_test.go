@@ -40,7 +40,7 @@ func TestBadSeed(t *testing.T) {
 	// The bad seeds are the shared image's seed (see fixture) with one flaw.
 	good, err := os.ReadFile(filepath.Join(pkiDir, "..", "e2e-seed.yaml"))
 	require.NoError(t, err)
-	require.NotContains(t, string(good), "\netcd:", "the good seed already has an etcd key")
+	require.NotContains(t, string(good), "\napi:", "the good seed already has an api key")
 	malformed := bytes.Replace(good, []byte("cluster: e2e\n"), []byte("cluster: \"Bad_Name\"\n"), 1)
 	require.NotEqual(t, good, malformed, "no cluster line in the seed:\n%s", good)
 	bad := []struct {
@@ -48,7 +48,7 @@ func TestBadSeed(t *testing.T) {
 		seed []byte
 		want string // in the console's seed error line
 	}{
-		{"unknown key", append(bytes.Clone(good), "etcd:\n  clientPortt: 1\n"...), "etcd.clientPortt: unknown key"},
+		{"unknown key", append(bytes.Clone(good), "api:\n  portt: 1\n"...), "api.portt: unknown key"},
 		{"malformed value", malformed, `cluster: "Bad_Name" is not a valid cluster name`},
 	}
 	images := make([]string, len(bad))
