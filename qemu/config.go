@@ -123,21 +123,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DiskSize < 0 {
 		errs = multierror.Append(errs, fmt.Errorf("disk size %d: negative", c.DiskSize))
 	}
-	if c.Network == "" {
-		c.Network = NetUser
-	}
-	switch c.Network {
-	case NetUser:
-	case NetSwitch:
-		if c.Switch == "" {
-			errs = multierror.Append(errs, fmt.Errorf("network %q: switch socket missing", c.Network))
-		}
-		if len(c.Forwards) > 0 {
-			errs = multierror.Append(errs, fmt.Errorf("network %q: forwards belong to the switch's network, not to QEMU", c.Network))
-		}
-	default:
-		errs = multierror.Append(errs, fmt.Errorf("network %q: want %q or %q", c.Network, NetUser, NetSwitch))
-	}
+	errs = multierror.Append(errs, c.networkDefaults()...)
 	disks := make([]string, len(c.ExtraDisks))
 	for i, d := range c.ExtraDisks {
 		abs, err := filepath.Abs(d)
@@ -158,24 +144,52 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		errs = multierror.Append(errs, fmt.Errorf("accel %q: want auto, kvm or tcg", c.Accel))
 	}
+	errs = multierror.Append(errs, c.forwardDefaults()...)
+	return c, errs.ErrorOrNil()
+}
+
+// networkDefaults defaults and checks the network mode.
+func (c *Config) networkDefaults() []error {
+	var errs []error
+	if c.Network == "" {
+		c.Network = NetUser
+	}
+	switch c.Network {
+	case NetUser:
+	case NetSwitch:
+		if c.Switch == "" {
+			errs = append(errs, fmt.Errorf("network %q: switch socket missing", c.Network))
+		}
+		if len(c.Forwards) > 0 {
+			errs = append(errs, fmt.Errorf("network %q: forwards belong to the switch's network, not to QEMU", c.Network))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("network %q: want %q or %q", c.Network, NetUser, NetSwitch))
+	}
+	return errs
+}
+
+// forwardDefaults defaults and checks the host port forwards.
+func (c *Config) forwardDefaults() []error {
+	var errs []error
 	fw := make([]Forward, len(c.Forwards))
 	for i, f := range c.Forwards {
 		if f.HostAddr == "" {
 			f.HostAddr = "127.0.0.1"
 		}
 		if net.ParseIP(f.HostAddr) == nil {
-			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: host address %q: not an IP address", i, f.HostAddr))
+			errs = append(errs, fmt.Errorf("forwards[%d]: host address %q: not an IP address", i, f.HostAddr))
 		}
 		if f.HostPort < 0 || f.HostPort > 65535 {
-			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: host port %d: out of range", i, f.HostPort))
+			errs = append(errs, fmt.Errorf("forwards[%d]: host port %d: out of range", i, f.HostPort))
 		}
 		if f.GuestPort <= 0 || f.GuestPort > 65535 {
-			errs = multierror.Append(errs, fmt.Errorf("forwards[%d]: guest port %d: out of range", i, f.GuestPort))
+			errs = append(errs, fmt.Errorf("forwards[%d]: guest port %d: out of range", i, f.GuestPort))
 		}
 		fw[i] = f
 	}
 	c.Forwards = fw
-	return c, errs.ErrorOrNil()
+	return errs
 }
 
 // MAC returns the deterministic address of a VM's nic-th NIC: QEMU's

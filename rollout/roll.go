@@ -330,85 +330,113 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.NodeTimeout)
 	defer cancel()
 	begin := r.now()
-	rec := NodeRecord{Name: name, Image: r.Image, Started: begin}
-	put := func(state, errText string) {
-		rec.State, rec.Error, rec.Updated = state, errText, r.now()
-		// A record that cannot be written costs the --status view only.
-		if err := r.Etcd.PutRecord(context.WithoutCancel(ctx), rec); err != nil {
-			r.logf("node %s: record: %v", name, err)
-		}
-	}
-	fail := func(state string, err error) error {
-		put(state, err.Error())
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			err = fmt.Errorf("not done within %s: %w", r.NodeTimeout, err)
-		}
-		return fmt.Errorf("node %s: %w", name, err)
-	}
+	s := &stepRecord{r: r, ctx: ctx, rec: NodeRecord{Name: name, Image: r.Image, Started: begin}}
 
 	st, err := api.Status(ctx)
 	if err != nil {
-		return fail(StateFailed, err)
+		return s.fail(StateFailed, err)
 	}
-	rec.From, rec.To = st.Slot, otherSlot(st.Slot)
-	if rec.To == "" {
-		return fail(StateFailed, fmt.Errorf("booted slot %q: no A/B slots (container mode?)", st.Slot))
+	s.rec.From, s.rec.To = st.Slot, otherSlot(st.Slot)
+	if s.rec.To == "" {
+		return s.fail(StateFailed, fmt.Errorf("booted slot %q: no A/B slots (container mode?)", st.Slot))
 	}
 
-	put(StateSnapshot, "")
+	s.put(StateSnapshot, "")
 	snap, err := api.Snapshot(ctx)
 	if err != nil {
-		return fail(StateFailed, fmt.Errorf("snapshot: %w", err))
+		return s.fail(StateFailed, fmt.Errorf("snapshot: %w", err))
 	}
-	rec.Snapshot = snap.Path
+	s.rec.Snapshot = snap.Path
 	r.logf("node %s: snapshot %s (%d bytes, revision %d)", name, snap.Path, snap.Size, snap.Revision)
 
-	put(StateStaging, "")
-	// Staged ahead, the held slot is armed at once. A node whose held
-	// slot went (another image staged by hand, say) refuses, and is
-	// staged again here.
-	if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
-		r.logf("node %s: arm: %v; staging again", name, err)
-		if err := api.HoldUpgrade(ctx, r.Image); err != nil {
-			return fail(StateFailed, fmt.Errorf("stage: %w", err))
-		}
-		if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
-			return fail(StateFailed, err)
-		}
-		if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
-			return fail(StateFailed, fmt.Errorf("arm: %w", err))
-		}
+	s.put(StateStaging, "")
+	if err := r.arm(ctx, api, name); err != nil {
+		return s.fail(StateFailed, err)
 	}
-	r.logf("node %s: slot %s armed after %s; rebooting", name, rec.To, r.now().Sub(begin).Round(time.Second))
+	r.logf("node %s: slot %s armed after %s; rebooting", name, s.rec.To, r.now().Sub(begin).Round(time.Second))
 
-	put(StateRebooting, "")
+	s.put(StateRebooting, "")
 	rebootAt := r.now()
 	if err := api.Reboot(ctx); err != nil {
-		return fail(StateFailed, fmt.Errorf("reboot: %w", err))
+		return s.fail(StateFailed, fmt.Errorf("reboot: %w", err))
 	}
+	return r.judgeReboot(s, api, rebootAt, begin)
+}
+
+// stepRecord is one node's step as the roll records it in etcd, for the
+// --status view.
+type stepRecord struct {
+	r   *Roll
+	ctx context.Context // the step's, bounded by NodeTimeout
+	rec NodeRecord
+}
+
+// put records the step's state.
+func (s *stepRecord) put(state, errText string) {
+	s.rec.State, s.rec.Error, s.rec.Updated = state, errText, s.r.now()
+	// A record that cannot be written costs the --status view only.
+	if err := s.r.Etcd.PutRecord(context.WithoutCancel(s.ctx), s.rec); err != nil {
+		s.r.logf("node %s: record: %v", s.rec.Name, err)
+	}
+}
+
+// fail records the step's failure and returns it, naming the node.
+func (s *stepRecord) fail(state string, err error) error {
+	s.put(state, err.Error())
+	if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() != nil {
+		err = fmt.Errorf("not done within %s: %w", s.r.NodeTimeout, err)
+	}
+	return fmt.Errorf("node %s: %w", s.rec.Name, err)
+}
+
+// arm arms the node's held slot for the roll's image. Staged ahead, the
+// held slot is armed at once; a node whose held slot went (another image
+// staged by hand, say) refuses, and is staged again here.
+func (r *Roll) arm(ctx context.Context, api NodeAPI, name string) error {
+	_, err := api.ArmUpgrade(ctx, r.Image)
+	if err == nil {
+		return nil
+	}
+	r.logf("node %s: arm: %v; staging again", name, err)
+	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
+		return err
+	}
+	if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
+		return fmt.Errorf("arm: %w", err)
+	}
+	return nil
+}
+
+// judgeReboot watches the node after its reboot until it runs the new
+// slot, blessed (Upgraded), or is back on the old one (RolledBack).
+func (r *Roll) judgeReboot(s *stepRecord, api NodeAPI, rebootAt, begin time.Time) error {
+	name := s.rec.Name
 	last := ""
 	for {
-		if err := r.sleep(ctx); err != nil {
+		if err := r.sleep(s.ctx); err != nil {
 			if last != "" {
 				err = fmt.Errorf("%w (last seen: %s)", err, last)
 			}
-			return fail(StateFailed, err)
+			return s.fail(StateFailed, err)
 		}
-		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		sctx, scancel := context.WithTimeout(s.ctx, 10*time.Second)
 		st, err := api.Status(sctx)
 		scancel()
-		out, why := Judge(st, err, rec.From, rec.To, rebootAt, r.now())
+		out, why := Judge(st, err, s.rec.From, s.rec.To, rebootAt, r.now())
 		if why != last {
 			r.logf("node %s: %s", name, why)
 			last = why
 		}
 		switch out {
 		case Upgraded:
-			put(StateDone, "")
+			s.put(StateDone, "")
 			r.logf("node %s: done in %s (etcd %s, image %s)", name, r.now().Sub(begin).Round(time.Second), st.EtcdVersion, st.Version)
 			return nil
 		case RolledBack:
-			put(StateRolledBack, why)
+			s.put(StateRolledBack, why)
 			return fmt.Errorf("node %s rolled back: %s", name, why)
 		}
 	}
