@@ -54,15 +54,8 @@ func run(etcdBin string, keys, runs int, window time.Duration) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	val := string(bytes.Repeat([]byte("v"), 1024))
-	for i := 0; i < keys; i += 100 {
-		var ops []clientv3.Op
-		for j := i; j < min(i+100, keys); j++ {
-			ops = append(ops, clientv3.OpPut("/bench/"+strconv.Itoa(j), val))
-		}
-		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return fmt.Errorf("fill: %w", err)
-		}
+	if err := fill(ctx, cli, keys); err != nil {
+		return err
 	}
 
 	var snap, verify []time.Duration
@@ -121,6 +114,21 @@ func run(etcdBin string, keys, runs int, window time.Duration) error {
 		stats.Durations(verify).Format("%.3fs"), stats.Ratio(stats.Durations(verify), stats.Durations(snap)))
 	fmt.Printf("  write latency p99, no snapshot: %.2fms (%d writes)\n", p99(quiet), len(quiet))
 	fmt.Printf("  write latency p99, snapshots running: %.2fms (%d writes): %.2fx\n", p99(during), len(during), p99(during)/p99(quiet))
+	return nil
+}
+
+// fill writes keys keys of 1 KiB, a hundred per transaction.
+func fill(ctx context.Context, cli *clientv3.Client, keys int) error {
+	val := string(bytes.Repeat([]byte("v"), 1024))
+	for i := 0; i < keys; i += 100 {
+		var ops []clientv3.Op
+		for j := i; j < min(i+100, keys); j++ {
+			ops = append(ops, clientv3.OpPut("/bench/"+strconv.Itoa(j), val))
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return fmt.Errorf("fill: %w", err)
+		}
+	}
 	return nil
 }
 

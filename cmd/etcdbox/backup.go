@@ -214,39 +214,12 @@ overwritten.`,
 				return fmt.Errorf("-o %s: %w", output, err)
 			}
 			defer os.Remove(tmp.Name())
-			var from string
-			var sum string
-			var problems []error
-			err = f.each(ctx, func(n string, c *nodeapi.Client) bool {
-				if node != "" && n != node {
-					return true
-				}
-				snaps, err := c.Backups(ctx)
-				if err != nil {
-					problems = append(problems, fmt.Errorf("%s: %w", n, err))
-					return true
-				}
-				for _, s := range snaps {
-					if s.Name == name {
-						sum, err = c.GetBackup(ctx, name, tmp)
-						if err != nil {
-							problems = append(problems, fmt.Errorf("%s: %w", n, err))
-							return true
-						}
-						from = n
-						return false
-					}
-				}
-				return true
-			}, func(n string, err error) { problems = append(problems, fmt.Errorf("%s: %w", n, err)) })
+			from, sum, err := f.fetchBackup(ctx, node, name, tmp)
 			if cerr := tmp.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
 				return err
-			}
-			if from == "" {
-				return fmt.Errorf("no node keeps %s (etcdbox backup list names them)%s", name, joinedSuffix(problems))
 			}
 			st, err := backup.Verify(tmp.Name())
 			if err != nil {
@@ -255,8 +228,10 @@ overwritten.`,
 			if sum != "" && sum != st.SHA256 {
 				return fmt.Errorf("%s from %s: the node names SHA-256 %s, the file holds %s", name, from, sum, st.SHA256)
 			}
-			if err := os.Rename(tmp.Name(), output); err != nil {
-				return err
+			// A link, not a rename: it fails rather than replace a file
+			// that appeared meanwhile.
+			if err := os.Link(tmp.Name(), output); err != nil {
+				return fmt.Errorf("-o %s: %w", output, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s from %s, revision %d, %d keys, hash %d, verified\n", output, name, from, st.Revision, st.Keys, st.Hash)
 			return nil
@@ -267,6 +242,39 @@ overwritten.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (required; never overwritten)")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// fetchBackup copies the kept snapshot name into w from the first node
+// (or the node called node) that lists it, and returns that node and the
+// SHA-256 it names.
+func (f *nodeFlags) fetchBackup(ctx context.Context, node, name string, w io.Writer) (from, sum string, err error) {
+	var problems []error
+	err = f.each(ctx, func(n string, c *nodeapi.Client) bool {
+		if node != "" && n != node {
+			return true
+		}
+		snaps, err := c.Backups(ctx)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", n, err))
+			return true
+		}
+		for _, s := range snaps {
+			if s.Name != name {
+				continue
+			}
+			if sum, err = c.GetBackup(ctx, name, w); err != nil {
+				problems = append(problems, fmt.Errorf("%s: %w", n, err))
+				return true
+			}
+			from = n
+			return false
+		}
+		return true
+	}, func(n string, err error) { problems = append(problems, fmt.Errorf("%s: %w", n, err)) })
+	if err == nil && from == "" {
+		err = fmt.Errorf("no node keeps %s (etcdbox backup list names them)%s", name, joinedSuffix(problems))
+	}
+	return from, sum, err
 }
 
 func joinedSuffix(errs []error) string {
