@@ -292,24 +292,9 @@ func (r Removal) Remove(ctx context.Context, name string) (MemberState, error) {
 		return MemberState{}, err
 	}
 	defer unlock()
-	var ms Membership
-	for try := 1; ; try++ {
-		if ms, err = ObserveMembers(ctx, r.Client, r.Endpoints); err != nil {
-			return MemberState{}, err
-		}
-		err = CheckRemove(ms.Members, name)
-		if err == nil {
-			break
-		}
-		if try == observeTries || !slices.ContainsFunc(ms.Members, func(m MemberState) bool { return !m.Healthy && !m.Learner }) {
-			return MemberState{}, err
-		}
-		logf("members: %v; looking again (%d of %d)", err, try+1, observeTries)
-		select {
-		case <-ctx.Done():
-			return MemberState{}, err
-		case <-time.After(time.Second):
-		}
+	ms, err := r.removable(ctx, name, logf)
+	if err != nil {
+		return MemberState{}, err
 	}
 	target, _ := ms.Find(name)
 	if ms.Leader == target.ID {
@@ -341,7 +326,43 @@ func (r Removal) Remove(ctx context.Context, name string) (MemberState, error) {
 		}
 		defer cli.Close()
 	}
+	if err := removeMember(ctx, cli, target, logf); err != nil {
+		return MemberState{}, err
+	}
+	logf("members: removed %s (%s)", memberLabel(target), memberID(target.ID))
+	return target, nil
+}
+
+// removable observes the members until CheckRemove allows removing name,
+// looking again (up to observeTries) while a voter does not answer: a
+// member slow to answer once is not a lost one.
+func (r Removal) removable(ctx context.Context, name string, logf func(string, ...any)) (Membership, error) {
+	for try := 1; ; try++ {
+		ms, err := ObserveMembers(ctx, r.Client, r.Endpoints)
+		if err != nil {
+			return Membership{}, err
+		}
+		err = CheckRemove(ms.Members, name)
+		if err == nil {
+			return ms, nil
+		}
+		if try == observeTries || !slices.ContainsFunc(ms.Members, func(m MemberState) bool { return !m.Healthy && !m.Learner }) {
+			return Membership{}, err
+		}
+		logf("members: %v; looking again (%d of %d)", err, try+1, observeTries)
+		select {
+		case <-ctx.Done():
+			return Membership{}, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// removeMember removes target through cli, retrying while etcd refuses
+// because its members have not been connected for long enough.
+func removeMember(ctx context.Context, cli *clientv3.Client, target MemberState, logf func(string, ...any)) error {
 	deadline := time.Now().Add(settleWait)
+	var err error
 	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err = cli.MemberRemove(rctx, target.ID)
@@ -354,15 +375,14 @@ func (r Removal) Remove(ctx context.Context, name string) (MemberState, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return MemberState{}, fmt.Errorf("remove member %s: %w", memberLabel(target), ctx.Err())
+			return fmt.Errorf("remove member %s: %w", memberLabel(target), ctx.Err())
 		case <-t.C:
 		}
 	}
 	if err != nil {
-		return MemberState{}, fmt.Errorf("remove member %s (%s): %w", memberLabel(target), memberID(target.ID), err)
+		return fmt.Errorf("remove member %s (%s): %w", memberLabel(target), memberID(target.ID), err)
 	}
-	logf("members: removed %s (%s)", memberLabel(target), memberID(target.ID))
-	return target, nil
+	return nil
 }
 
 // transferee is a healthy voter other than id, in name order.
