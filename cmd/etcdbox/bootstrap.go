@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,26 +92,13 @@ func dropTargets(targets []statusTarget, names []string) []statusTarget {
 // formWithout asks every target at once, each within timeout.
 func formWithout(ctx context.Context, targets []statusTarget, pkiDir string, without []string, timeout time.Duration) []bootstrapResult {
 	results := make([]bootstrapResult, len(targets))
-	var wg sync.WaitGroup
+	errs := askEach(ctx, targets, pkiDir, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
+		results[i].formation, err = c.FormWithout(ctx, without)
+		return err
+	})
 	for i, t := range targets {
-		results[i].target = t
-		if t.err != nil {
-			results[i].err = t.err
-			continue
-		}
-		wg.Go(func() {
-			c, err := nodeapi.NewClient(t.endpoint, pkiDir)
-			if err != nil {
-				results[i].err = err
-				return
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			results[i].formation, results[i].err = c.FormWithout(ctx, without)
-		})
+		results[i].target, results[i].err = t, errs[i]
 	}
-	wg.Wait()
 	return results
 }
 

@@ -132,27 +132,41 @@ func clusterTargets(dir string) ([]statusTarget, error) {
 // queryStatus asks every target at once, each within timeout.
 func queryStatus(ctx context.Context, targets []statusTarget, pkiDir string, timeout time.Duration) []statusResult {
 	results := make([]statusResult, len(targets))
+	errs := askEach(ctx, targets, pkiDir, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
+		results[i].status, err = c.Status(ctx)
+		return err
+	})
+	for i, t := range targets {
+		results[i].target, results[i].err = t, errs[i]
+	}
+	return results
+}
+
+// askEach calls ask with a client of every target's API at once, each
+// within timeout, and returns what each call returned (or why the target
+// could not be asked), in the targets' order.
+func askEach(ctx context.Context, targets []statusTarget, pkiDir string, timeout time.Duration, ask func(ctx context.Context, i int, c *nodeapi.Client) error) []error {
+	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		results[i].target = t
 		if t.err != nil {
-			results[i].err = t.err
+			errs[i] = t.err
 			continue
 		}
 		wg.Go(func() {
 			c, err := nodeapi.NewClient(t.endpoint, pkiDir)
 			if err != nil {
-				results[i].err = err
+				errs[i] = err
 				return
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			results[i].status, results[i].err = c.Status(ctx)
+			errs[i] = ask(ctx, i, c)
 		})
 	}
 	wg.Wait()
-	return results
+	return errs
 }
 
 // printNodeStatus writes the table, then one line per node whose upgrade
