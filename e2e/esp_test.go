@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
@@ -38,6 +40,25 @@ func readESP(t *testing.T, vm *qemu.VM) map[string]espFile {
 		"driver=raw,offset="+strconv.Itoa(espOffset)+",size="+strconv.Itoa(espBytes)+
 			",file.driver=qcow2,file.file.filename="+optEscape(filepath.Join(vm.Dir(), "disk.qcow2")), raw)
 	return espFiles(t, raw, vm.Name())
+}
+
+// settledESP is readESP once two reads a few seconds apart agree: the
+// host sees the guest's writes to its ESP only once the guest flushes them
+// (a slot blessed just before showed its entry empty to a first read), so
+// a comparison starts from what the guest has on its disk.
+func settledESP(t *testing.T, vm *qemu.VM) map[string]espFile {
+	t.Helper()
+	prev := readESP(t, vm)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		time.Sleep(3 * time.Second) // between two reads, bounded by the deadline
+		cur := readESP(t, vm)
+		if reflect.DeepEqual(prev, cur) {
+			return cur
+		}
+		require.True(t, time.Now().Before(deadline), "the ESP of %s still changes after 2m", vm.Name())
+		prev = cur
+	}
 }
 
 // espFiles returns every file of the FAT filesystem image at raw (the ESP

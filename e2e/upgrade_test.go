@@ -126,7 +126,7 @@ func TestRollingUpgrade(t *testing.T) {
 		for _, n := range c.Nodes() {
 			vm, err := c.VM(n.Name)
 			require.NoError(t, err)
-			before[n.Name] = readESP(t, vm)
+			before[n.Name] = settledESP(t, vm)
 		}
 		for _, tt := range []struct {
 			name    string
@@ -169,7 +169,7 @@ func TestRollingUpgrade(t *testing.T) {
 		for _, n := range c.Nodes() {
 			vm, err := c.VM(n.Name)
 			require.NoError(t, err)
-			assert.Equal(t, before[n.Name], readESP(t, vm), "%s: the ESP changed", n.Name)
+			assert.Equal(t, before[n.Name], settledESP(t, vm), "%s: the ESP changed", n.Name)
 		}
 	})
 
