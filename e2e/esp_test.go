@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -94,4 +95,16 @@ func espFiles(t *testing.T, raw, node string) map[string]espFile {
 	})
 	require.NoError(t, err, "walk the ESP of %s", node)
 	return files
+}
+
+// slotFiles are the files of files that belong to slot: its directory,
+// its records and its boot entries.
+func slotFiles(files map[string]espFile, slot string) map[string]espFile {
+	out := map[string]espFile{}
+	for p, f := range files {
+		if strings.HasPrefix(p, "etcdbox/"+slot+"/") || strings.HasPrefix(p, "etcdbox/"+slot+".") || strings.HasPrefix(p, "loader/entries/etcdbox-"+slot) {
+			out[p] = f
+		}
+	}
+	return out
 }
