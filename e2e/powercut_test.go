@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +39,8 @@ const (
 // agent writes v2 into the inactive slot, boots the node again on the same
 // disk, and checks that it comes back on its old slot with the new one not
 // bootable; then it stages v2 again, reboots, and checks that the node
-// ends on the new slot, blessed. (The images that fail their first boot
+// ends on the new slot, blessed; then it cuts the power right after the
+// bless and checks that the blessed entry is whole on the disk. (The images that fail their first boot
 // are TestBadSlots'.)
 //
 // The node boots with its seed, CA key included, on the kernel command
@@ -186,4 +189,19 @@ func TestPowerCutDuringStaging(t *testing.T) {
 		st.Slot, st.Version, st.Slots, time.Since(retry).Round(time.Second))
 	secrets.assertAbsent(t, "the console after the cut", vm.Console())
 
+	// A second cut right after the bless: the blessed entry is on the
+	// disk whole. (vfat writes a renamed file's size and first cluster
+	// only with the file's inode; before the slot package flushed the
+	// renamed file, this read showed etcdbox-b.conf empty.)
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, vm.Quit(ctx))
+	require.NoError(t, vm.Wait(ctx))
+	esp := readESP(t, vm)
+	blessed, ok := esp["loader/entries/etcdbox-b.conf"]
+	require.True(t, ok, "slot b's blessed entry exists after the cut: %v", slices.Sorted(maps.Keys(esp)))
+	assert.Contains(t, string(blessed.data), "etcdbox.slot=b", "slot b's blessed entry is whole after a cut right after the bless")
+	for p := range esp {
+		assert.NotRegexp(t, `^loader/entries/etcdbox-b\+`, p, "the counted entry is gone")
+	}
 }

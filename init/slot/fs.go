@@ -26,7 +26,7 @@ type FS interface {
 	// temporary name and renames.
 	WriteFile(name string, r io.Reader) error
 	// Rename renames oldname to newname in the same directory, replacing
-	// newname, and flushes the directory.
+	// newname, and flushes both the renamed file and the directory.
 	Rename(oldname, newname string) error
 	// Remove removes the file name and flushes its directory. A missing
 	// file is an error that matches fs.ErrNotExist.
@@ -109,7 +109,13 @@ func (d Dir) WriteFile(name string, r io.Reader) (err error) {
 	return f.Sync()
 }
 
-// Rename implements FS.
+// Rename implements FS. On vfat a rename writes the new directory entry
+// with no size and no first cluster; the file's own inode fills them in
+// only when it is written back, which a flush of the directory does not
+// do. A power cut after a bless then left etcdbox-b.conf empty, and the
+// host's reads of a running guest's disk showed it so for many seconds.
+// So Rename flushes the renamed file first (its entry, whole), then the
+// directory (the old name's removal).
 func (d Dir) Rename(oldname, newname string) error {
 	op, err := d.path("rename", oldname)
 	if err != nil {
@@ -123,6 +129,9 @@ func (d Dir) Rename(oldname, newname string) error {
 		return &os.LinkError{Op: "rename", Old: op, New: np, Err: errors.New("not in the same directory")}
 	}
 	if err := os.Rename(op, np); err != nil {
+		return err
+	}
+	if err := syncPath(np); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(np))
@@ -157,8 +166,12 @@ func (d Dir) Mkdir(name string) error {
 
 // syncDir flushes the directory dir, making a rename, removal or creation
 // in it durable; on vfat this also flushes the FAT.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
+func syncDir(dir string) error { return syncPath(dir) }
+
+// syncPath opens the file or directory p and flushes it: its data, and
+// its inode (on vfat, its directory entry) and the FAT.
+func syncPath(p string) error {
+	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
