@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/init/recovery"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
@@ -108,6 +109,12 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		st.CertExpiry, _ = pki.Expiry(b)
 	}
 	st.Member.Role = nodeapi.RoleNone
+	// The member this node last ran as a voter, until etcd says more.
+	st.Member.ClusterID, st.Member.ID = n.identity()
+	st.Quorum = n.quorumState()
+	if rec, err := recovery.Load(n.recoveryFile()); err == nil {
+		st.Recovery = rec
+	}
 	if n.supervisor() != nil {
 		if c, err := n.localMember().client(); err == nil {
 			defer c.Close()

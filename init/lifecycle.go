@@ -37,7 +37,10 @@ func (n *node) lifecycle(ctx context.Context) {
 		Launch:     n.startMember,
 		Local:      func() (*clientv3.Client, error) { return n.localMember().client() },
 		Voter: func(member.Plan) error {
-			return os.WriteFile(n.memberFile(), []byte(self.Name+"\n"), 0o600)
+			if err := os.WriteFile(n.memberFile(), []byte(self.Name+"\n"), 0o600); err != nil {
+				return err
+			}
+			return n.recordIdentity(ctx)
 		},
 	}
 	l.Run(ctx)
@@ -65,6 +68,7 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 	if err != nil {
 		return member.Round{}, err
 	}
+	dataCluster, _ := n.identity()
 	r := member.Round{
 		Facts: member.Facts{
 			Formation:          rec,
@@ -74,6 +78,7 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 			HasData:            self.hasData(),
 			WasMember:          n.wasMember(),
 			RemovedFromCluster: removed,
+			DataCluster:        dataCluster,
 			ExpectedInitial:    initial.Names(),
 		},
 		InitialCluster: func(names []string) (string, error) {
@@ -104,6 +109,7 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 			n.log.Printf("membership: no peer answers: %v", err)
 		} else {
 			r.Facts.Reachable, r.Facts.Members, r.Facts.PeerCluster = true, obs.Members, obs.Cluster
+			r.Facts.PeerClusterID = fmt.Sprintf("%x", obs.ClusterID)
 		}
 	}
 	if !r.Facts.HasData {

@@ -111,6 +111,7 @@ func main() {
 
 // boot runs the boot steps in order.
 func (n *node) boot(ctx context.Context) error {
+	n.ctx = ctx
 	var steps []step
 	if !n.container {
 		steps = append(steps,
@@ -155,6 +156,10 @@ func (n *node) boot(ctx context.Context) error {
 		}
 	}
 	n.noteReached("the health gate")
+	// Find the peers, decide (restart, bootstrap, join or wait) and keep
+	// etcd running as a supervised child (lifecycle.go), unless a
+	// recovery under way fences it (recover.go).
+	n.startLifecycle(ctx)
 	// The long-lived parts, once the steps are done: each runs until the
 	// node stops, under supervise.Go, which logs a panic with the part's
 	// name and starts the part again after a backoff. The gate is the
@@ -163,9 +168,8 @@ func (n *node) boot(ctx context.Context) error {
 		name string
 		run  func(context.Context)
 	}{
-		// Find the peers, decide (restart, bootstrap, join or wait) and
-		// keep etcd running as a supervised child (lifecycle.go).
-		{"member lifecycle", n.lifecycle},
+		// Tell when this node's member has lost its quorum (quorum.go).
+		{"quorum watch", n.watchQuorum},
 		// Print "etcdbox: etcd ready" once etcd serves.
 		{"ready watch", n.watchReady},
 		// The cluster's scheduled backups, while this node holds their

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
 	"net"
@@ -58,11 +59,20 @@ type node struct {
 	formation *member.Store // formationStore
 
 	backupMu sync.Mutex // one scheduled or asked-for backup at a time
-	mu       sync.Mutex
-	member   etcdMember            // as last started (or planned)
-	etcd     *supervise.Supervisor // nil until the lifecycle starts etcd
-	readyc   chan struct{}         // closed once the current etcd serves
-	stopping bool                  // shutting down: start no etcd
+	// ctx is boot's: the long-lived parts run under it.
+	ctx context.Context
+	// recoverMu: one recovery request at a time (recover.go).
+	recoverMu sync.Mutex
+	// quorum is the quorum watch's view (quorum.go), under mu.
+	quorum nodeapi.Quorum
+	mu     sync.Mutex
+	member etcdMember            // as last started (or planned)
+	etcd   *supervise.Supervisor // nil until the lifecycle starts etcd
+	readyc chan struct{}         // closed once the current etcd serves
+	// lifecycleStop ends the member lifecycle and returns a channel
+	// closed once it has returned; nil while none runs (recover.go).
+	lifecycleStop func() <-chan struct{}
+	stopping      bool // shutting down: start no etcd
 }
 
 // watchdog is the part of the hardware watchdog that shutdown needs.

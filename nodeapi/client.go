@@ -210,6 +210,14 @@ func (c *Client) Backup(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
+// Recover asks the survivor of a lost quorum to become the one member of a
+// new cluster (POST /v1/recover) and returns the recovery's state.
+func (c *Client) Recover(ctx context.Context, req RecoverRequest) (Recovery, error) {
+	var r Recovery
+	err := c.do(ctx, http.MethodPost, PathRecover, req, http.StatusOK, &r)
+	return r, err
+}
+
 // GetBackup copies the kept snapshot called name to w and returns the
 // SHA-256 the node says etcd appended to it (hex); the caller checks the
 // file (backup.Verify).

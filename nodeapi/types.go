@@ -30,6 +30,10 @@ const (
 	// certificate) and takes the operator's bootstrap --without (POST,
 	// admin).
 	PathFormation = "/v1/formation"
+
+	// PathRecover is POST only (admin): the survivor of a lost quorum
+	// becomes the one member of a new cluster (RecoverRequest, Recovery).
+	PathRecover = "/v1/recover"
 )
 
 const (
@@ -74,6 +78,82 @@ type Status struct {
 	LastRollback string `json:"lastRollback,omitempty"`
 	// Backups is the cluster's backup schedule as this node sees it.
 	Backups BackupSchedule `json:"backups,omitzero"`
+	// Quorum is what the node's quorum watch sees: whether its member
+	// has lost the cluster's quorum, since when, and who answers.
+	Quorum Quorum `json:"quorum,omitzero"`
+	// Recovery is the node's last quorum-loss recovery (etcdbox recover),
+	// zero when it never was a survivor.
+	Recovery Recovery `json:"recovery,omitzero"`
+}
+
+// Quorum is a voting member's view of its cluster's quorum.
+type Quorum struct {
+	// Lost: the member has served no linearizable read for longer than
+	// the watch's bound, while etcd runs.
+	Lost bool `json:"lost"`
+	// Since is when the member last served one (or etcd started).
+	Since time.Time `json:"since,omitzero"`
+	// Answering and Silent are the cluster's members by name, those whose
+	// etcd answers a status request and those whose etcd does not.
+	Answering []string `json:"answering,omitempty"`
+	Silent    []string `json:"silent,omitempty"`
+	// Command is what an operator runs once the silent members are known
+	// to be gone for good.
+	Command string `json:"command,omitempty"`
+}
+
+// Recovery phases, in order (RecoverRequest).
+const (
+	// RecoveryFenced: the survivor's etcd is stopped and stays stopped.
+	RecoveryFenced = "fenced"
+	// RecoverySaved: the survivor's database is copied into state/ and
+	// verified; it is kept there for good.
+	RecoverySaved = "saved"
+	// RecoveryRestored: the old data dir is moved aside and the copy is
+	// restored as the one member of a new cluster (a new cluster ID).
+	RecoveryRestored = "restored"
+	// RecoveryDone: the new cluster's member serves as a voter.
+	RecoveryDone = "done"
+)
+
+// RecoverRequest is the body of POST /v1/recover. Token is the one-time
+// token of the recovery, RecoveryToken of the survivor's old cluster and
+// member: a request is bound to the cluster it recovers from.
+type RecoverRequest struct {
+	Survivor string `json:"survivor"`
+	Token    string `json:"token"`
+}
+
+// Recovery is the state of a quorum-loss recovery on its survivor.
+type Recovery struct {
+	Token string `json:"token"`
+	Phase string `json:"phase"`
+	// From and To are the old and new cluster IDs (hex; To is empty
+	// until the new member has served).
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
+	// Snapshot is the kept copy of the survivor's database, Aside where
+	// its old data dir went (paths on the node's DATA).
+	Snapshot string `json:"snapshot,omitempty"`
+	Aside    string `json:"aside,omitempty"`
+	// Revision is the database's revision before the recovery; the new
+	// cluster starts Bump above it.
+	Revision int64     `json:"revision,omitempty"`
+	Bump     int64     `json:"bump,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Updated  time.Time `json:"updated,omitzero"`
+	// NoOp says the request changed nothing, and Message why (a replay
+	// of a finished recovery, say).
+	NoOp    bool   `json:"noOp,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// RecoveryToken is the one-time token of a recovery of the cluster
+// clusterID from its member memberID (both hex, as Member reports them):
+// the same command gives the same token, so a repeat resumes an
+// interrupted recovery or finds it done, and a new cluster gives a new one.
+func RecoveryToken(clusterID, memberID string) string {
+	return "recover-" + clusterID + "-" + memberID
 }
 
 // BackupSchedule is the cluster's scheduled backups (the seed's backup

@@ -215,6 +215,13 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		if s.LastRollback != "" {
 			notes = append(notes, fmt.Sprintf("%s: last rollback: %s", name, s.LastRollback))
 		}
+		if q := s.Quorum; q.Lost {
+			notes = append(notes, fmt.Sprintf("%s: QUORUM LOST: no linearizable read since %s (%s ago); answering: %s; silent: %s. If the silent members are gone for good: %s",
+				name, q.Since.UTC().Format(time.RFC3339), roughDuration(now.Sub(q.Since)), strings.Join(q.Answering, ", "), orDefault(strings.Join(q.Silent, ", "), "none"), q.Command))
+		}
+		if rc := s.Recovery; rc.Phase != "" && rc.Phase != nodeapi.RecoveryDone {
+			notes = append(notes, fmt.Sprintf("%s: recovery %s stopped in phase %s; etcd stays stopped until the same etcdbox recover finishes it", name, rc.Token, rc.Phase))
+		}
 		if u := s.Upgrade; u.Phase != "" && u.Phase != nodeapi.PhaseIdle {
 			note := fmt.Sprintf("%s: upgrade to %s: %s", name, orDefault(u.Target, "-"), u.Phase)
 			if u.Error != "" {

@@ -68,6 +68,10 @@ type Facts struct {
 	// RemovedFromCluster: etcd said this member was removed
 	// (RemovedMessage in its log).
 	RemovedFromCluster bool
+	// DataCluster is the cluster ID (hex) of the member this node last
+	// ran as a voter, "" when unknown; PeerClusterID the cluster ID the
+	// answering peer gave (Observation.ClusterID, hex).
+	DataCluster, PeerClusterID string
 
 	// Reachable: a peer answered a member list (Observe succeeded).
 	Reachable bool
@@ -116,6 +120,9 @@ type Plan struct {
 // the same facts give the same plan, and every branch says why in
 // Plan.Reason. The rules, in order:
 //
+//   - A node whose data is a member of another cluster than the one its
+//     peers run (a recovery or a restore replaced it) waits: it never
+//     starts etcd on that data, and never moves it.
 //   - A node with data always restarts with it, and promotes itself when
 //     the cluster still lists it as a learner. Only etcd's own word that
 //     the member was removed changes that: then the data is moved aside
@@ -146,6 +153,9 @@ func Decide(f Facts) Plan {
 	otherCluster := f.Reachable && f.PeerCluster != "" && f.Cluster != "" && f.PeerCluster != f.Cluster
 
 	if f.HasData {
+		if f.Reachable && f.DataCluster != "" && f.PeerClusterID != "" && f.DataCluster != f.PeerClusterID {
+			return wait(fmt.Sprintf("refused: this node's data is a member of cluster %s, but the peers run cluster %s (a recovery or a restore replaced it); etcd does not start and the data stays in place. To join cluster %s, give this node an empty disk: it then joins as a learner", f.DataCluster, f.PeerClusterID, f.PeerClusterID))
+		}
 		if f.RemovedFromCluster {
 			switch {
 			case !f.Reachable:

@@ -67,6 +67,9 @@ var (
 	notExpected = func(f *Facts) { f.ExpectedInitial = []string{"n1"} }
 	claimed     = func(name string) func(*Facts) { return func(f *Facts) { f.PeerCluster = name } }
 	none        = func(*Facts) {}
+	clusters    = func(data, peers string) func(*Facts) {
+		return func(f *Facts) { f.DataCluster, f.PeerClusterID = data, peers }
+	}
 )
 
 func TestDecide(t *testing.T) {
@@ -108,6 +111,20 @@ func TestDecide(t *testing.T) {
 			action: Wait, reason: "another node runs as n2",
 		},
 		{name: "removed earlier, data moved aside", facts: facts(and(removed, reachable(n1, n3))), action: JoinAsLearner},
+
+		// Data of a cluster that a recovery or a restore replaced: never
+		// started, never moved.
+		{
+			name: "data of an old cluster", facts: facts(and(hasData, reachable(n1, n3), clusters("c0ffee", "beef"))),
+			action: Wait, reason: "refused: this node's data is a member of cluster c0ffee, but the peers run cluster beef",
+		},
+		{
+			name: "data of an old cluster, and etcd said removed", facts: facts(and(hasData, removed, reachable(n1, n3), clusters("c0ffee", "beef"))),
+			action: Wait, reason: "refused: this node's data is a member of cluster c0ffee",
+		},
+		{name: "data of this cluster", facts: facts(and(hasData, reachable(n1, n3), clusters("beef", "beef"))), action: Restart},
+		{name: "data, its cluster unknown", facts: facts(and(hasData, reachable(n1, n3), clusters("", "beef"))), action: Restart},
+		{name: "data of an old cluster, no peer answers", facts: facts(and(hasData, clusters("c0ffee", ""))), action: Restart},
 
 		// No data, no peer: bootstrap only as an expected initial member.
 		{name: "no data, no peer, expected, all fresh", facts: facts(freshPeers), action: Bootstrap, reason: "every expected initial member (n1, n2, n3) answers"},

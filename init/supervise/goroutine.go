@@ -27,9 +27,12 @@ var PanicBackoff = time.Second
 // Go runs fn in a new goroutine named name. A panic in fn is recovered
 // and logged with the goroutine's name and stack, and fn runs again after
 // a backoff, until ctx ends. When fn returns, the goroutine ends. fn must
-// be safe to run again after a panic: it starts from its beginning.
-func Go(ctx context.Context, name string, logf func(string, ...any), fn func(context.Context)) {
+// be safe to run again after a panic: it starts from its beginning. The
+// channel it returns is closed when the goroutine ends.
+func Go(ctx context.Context, name string, logf func(string, ...any), fn func(context.Context)) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		pause := PanicBackoff
 		for {
 			if !runOnce(ctx, name, logf, fn) {
@@ -44,6 +47,7 @@ func Go(ctx context.Context, name string, logf func(string, ...any), fn func(con
 			pause = min(2*pause, time.Minute)
 		}
 	}()
+	return done
 }
 
 // runOnce runs fn and reports whether it panicked.

@@ -61,6 +61,7 @@ var routes = map[string][]endpoint{
 		{method: http.MethodPost, admin: true, serve: (*Server).stageUpgrade},
 	},
 	nodeapi.PathUpgradeArm: {{method: http.MethodPost, admin: true, serve: (*Server).armUpgrade}},
+	nodeapi.PathRecover:    {{method: http.MethodPost, admin: true, serve: (*Server).recover}},
 }
 
 // ServeHTTP routes, authorizes and checks a request, and answers errors in
@@ -286,6 +287,25 @@ func (s *Server) decommission(w http.ResponseWriter, r *http.Request) error {
 		return nodeError("decommission", err)
 	}
 	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func (s *Server) recover(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.RecoverRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case strings.TrimSpace(req.Survivor) == "":
+		return errorf(http.StatusBadRequest, "request body: survivor: required; name the node that survived")
+	case strings.TrimSpace(req.Token) == "":
+		return errorf(http.StatusBadRequest, "request body: token: required; the survivor's status gives its cluster and member IDs")
+	}
+	rec, err := s.cfg.Node.Recover(r.Context(), req)
+	if err != nil {
+		return nodeError("recover", err)
+	}
+	writeJSON(w, http.StatusOK, rec)
 	return nil
 }
 

@@ -52,6 +52,21 @@ type fakeNode struct {
 	// backups are the kept snapshots by name, with their bytes.
 	backups  map[string][]byte
 	backedUp int
+	// recovery answers Recover; recovers records requests.
+	recovery   nodeapi.Recovery
+	recoverErr error
+	recovers   []nodeapi.RecoverRequest
+}
+
+func (f *fakeNode) Recover(_ context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.recoverErr != nil {
+		return nodeapi.Recovery{}, f.recoverErr
+	}
+	f.recovers = append(f.recovers, req)
+	return f.recovery, nil
 }
 
 func (f *fakeNode) Decommission(_ context.Context, req nodeapi.DecommissionRequest) (nodeapi.Decommissioned, error) {

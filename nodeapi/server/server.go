@@ -124,6 +124,13 @@ type Node interface {
 	// answer after it. A node that started its formation refuses
 	// (ErrBusy); bad names are an error wrapping ErrBadRequest.
 	FormWithout(ctx context.Context, names []string) (nodeapi.Formation, error)
+	// Recover makes this node, the survivor of a lost quorum, the one
+	// member of a new cluster (DESIGN §5), or resumes that recovery, and
+	// returns once the new member is restored (it then starts in the
+	// background). A token that is not this node's (another cluster, a
+	// replay) or a quorum that is not lost is ErrRefused; a recovery
+	// already done answers NoOp.
+	Recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error)
 }
 
 // Config configures a Server.

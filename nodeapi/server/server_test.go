@@ -92,6 +92,10 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 		"backup get":   func() error { _, err := c.GetBackup(ctx, "etcd-1.db", io.Discard); return err },
 		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
 		"without":      func() error { _, err := c.FormWithout(ctx, []string{"n3"}); return err },
+		"recover": func() error {
+			_, err := c.Recover(ctx, nodeapi.RecoverRequest{Survivor: "n1", Token: nodeapi.RecoveryToken("1", "2")})
+			return err
+		},
 	} {
 		err := call()
 		require.Error(t, err, name)
@@ -107,6 +111,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Zero(t, node.backedUp)
 	assert.Empty(t, node.decommissioned)
 	assert.Empty(t, node.formation.Without)
+	assert.Empty(t, node.recovers)
 }
 
 // TestBackups: the admin lists the kept snapshots, takes one, and gets
@@ -240,6 +245,12 @@ func TestClientAgainstServer(t *testing.T) {
 	assert.Equal(t, node.decommission, d)
 	assert.Equal(t, []nodeapi.DecommissionRequest{{Node: "n1", Reason: "retire"}}, node.decommissioned)
 
+	node.recovery = nodeapi.Recovery{Token: "recover-a-b", Phase: nodeapi.RecoveryRestored, From: "a", Revision: 42, Bump: 1_000_000_000}
+	rec, err := c.Recover(ctx, nodeapi.RecoverRequest{Survivor: "n1", Token: "recover-a-b"})
+	require.NoError(t, err)
+	assert.Equal(t, node.recovery, rec)
+	assert.Equal(t, []nodeapi.RecoverRequest{{Survivor: "n1", Token: "recover-a-b"}}, node.recovers)
+
 	// The server's message reaches the caller.
 	err = c.StageUpgrade(ctx, "registry.example/etcdbox:v2")
 	require.Error(t, err)
@@ -317,10 +328,14 @@ func TestBadRequests(t *testing.T) {
 		{"decommission without node", "POST", "/v1/decommission", "", `{"reason": "x"}`, 400, "request body: node: required; name the node to decommission"},
 		{"decommission unknown field", "POST", "/v1/decommission", "", `{"node": "n1", "force": true}`, 400, `request body: unknown field "force"`},
 		{"GET decommission", "GET", "/v1/decommission", "", ``, 405, "method GET not allowed on /v1/decommission; use POST"},
+		{"recover without survivor", "POST", "/v1/recover", "", `{"token": "recover-1-2"}`, 400, "request body: survivor: required; name the node that survived"},
+		{"recover without token", "POST", "/v1/recover", "", `{"survivor": "n1"}`, 400, "request body: token: required"},
+		{"recover unknown field", "POST", "/v1/recover", "", `{"survivor": "n1", "token": "t", "force": true}`, 400, `request body: unknown field "force"`},
+		{"GET recover", "GET", "/v1/recover", "", ``, 405, "method GET not allowed on /v1/recover; use POST"},
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/recover, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/init/member"
+	"github.com/etcdbox/etcdbox/init/recovery"
+	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/nodeapi/server"
+)
+
+// The quorum-loss recovery of this node as survivor (etcdbox recover,
+// DESIGN §5; the phases and the choice of snapshot restore over
+// --force-new-cluster are init/recovery's). It runs only on the
+// operator's request, through the node API, after the quorum watch
+// (quorum.go) has seen the quorum lost for longer than its bound.
+
+// recoveryFile is the record of this node's recovery on DATA.
+func (n *node) recoveryFile() string { return filepath.Join(n.stateDir(), "recovery.json") }
+
+// identityFile records the cluster and member IDs (hex, one line) of the
+// member this node last ran as a voter: the recovery token derives from
+// it, and the member lifecycle tells an old cluster's data by it.
+func (n *node) identityFile() string { return filepath.Join(n.stateDir(), "identity") }
+
+// identity returns the recorded cluster and member IDs, "" when none.
+func (n *node) identity() (cluster, id string) {
+	b, err := os.ReadFile(n.identityFile())
+	if err != nil {
+		return "", ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return "", ""
+	}
+	return f[0], f[1]
+}
+
+// recordIdentity writes the cluster and member IDs of the member that
+// serves as a voter, and finishes a recovery whose new member this is.
+func (n *node) recordIdentity(ctx context.Context) error {
+	c, err := n.localMember().client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := c.Status(sctx, c.Endpoints()[0])
+	if err != nil {
+		return err
+	}
+	cluster, id := fmt.Sprintf("%x", st.Header.ClusterId), fmt.Sprintf("%x", st.Header.MemberId)
+	if err := writeFileSynced(n.identityFile(), cluster+" "+id+"\n"); err != nil {
+		return err
+	}
+	n.recoverMu.Lock()
+	defer n.recoverMu.Unlock()
+	rec, err := recovery.Load(n.recoveryFile())
+	if err != nil || rec.Phase != nodeapi.RecoveryRestored {
+		return err
+	}
+	rec.Phase, rec.To, rec.Updated = nodeapi.RecoveryDone, cluster, time.Now().UTC()
+	if err := recovery.Save(n.recoveryFile(), rec); err != nil {
+		return err
+	}
+	n.log.Printf("recovery %s: done: cluster %s replaced cluster %s; this node is its one voter, the others join as learners", rec.Token, rec.To, rec.From)
+	return nil
+}
+
+// writeFileSynced writes path atomically and durably.
+func writeFileSynced(path, text string) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Recover is POST /v1/recover: see server.Node.
+func (a *apiNode) Recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error) {
+	return a.n.recover(ctx, req)
+}
+
+func (n *node) recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error) {
+	n.recoverMu.Lock()
+	defer n.recoverMu.Unlock()
+	rec, err := recovery.Load(n.recoveryFile())
+	if err != nil {
+		return nodeapi.Recovery{}, err
+	}
+	cluster, id := n.identity()
+	want := ""
+	if cluster != "" {
+		want = nodeapi.RecoveryToken(cluster, id)
+	}
+	dec, msg, err := recovery.Check(rec, req, n.name, want)
+	if err != nil {
+		if errors.Is(err, recovery.ErrRefused) {
+			err = fmt.Errorf("%w: %w", server.ErrRefused, err)
+		}
+		n.log.Printf("recover: %v", err)
+		return nodeapi.Recovery{}, err
+	}
+	switch dec {
+	case recovery.NoOp:
+		n.log.Printf("recover: %s", msg)
+		rec.NoOp, rec.Message = true, msg
+		return rec, nil
+	case recovery.Start:
+		q := n.quorumState()
+		if !q.Lost {
+			return nodeapi.Recovery{}, fmt.Errorf("%w: this node's member has not lost its quorum (it served a linearizable read within %s, or etcd is not running as a voter): recovering it would split the cluster", server.ErrRefused, quorumLossBound)
+		}
+		now := time.Now().UTC()
+		rec = nodeapi.Recovery{Token: req.Token, From: cluster, Bump: recovery.DefaultBump, Started: now, Updated: now}
+		n.log.Printf("recover: recovery %s of cluster %s starts on the operator's request; members answering: %s; silent: %s",
+			rec.Token, cluster, strings.Join(q.Answering, ", "), strings.Join(q.Silent, ", "))
+	case recovery.Resume:
+		n.log.Printf("recover: %s", msg)
+	}
+	if err := n.runRecovery(ctx, &rec); err != nil {
+		n.log.Printf("recover: recovery %s stopped in phase %q: %v; the same command resumes it", rec.Token, rec.Phase, err)
+		return rec, err
+	}
+	rec.Message = "the survivor restarts as the one member of a new cluster; wiped nodes join it as learners"
+	return rec, nil
+}
+
+// runRecovery takes rec from its phase to restored, saving each phase
+// before the next begins, and starts the member lifecycle again.
+func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
+	advance := func(phase string) error {
+		rec.Phase, rec.Updated = phase, time.Now().UTC()
+		if err := recovery.Save(n.recoveryFile(), *rec); err != nil {
+			return err
+		}
+		n.log.Printf("recover: recovery %s: %s", rec.Token, phase)
+		return nil
+	}
+	self := n.localMember()
+	db := filepath.Join(self.DataDir, "member", "snap", "db")
+	dir := filepath.Join(n.stateDir(), "recovery")
+	snap := filepath.Join(dir, rec.Token+".db")
+	if !recovery.Reached(*rec, nodeapi.RecoveryFenced) {
+		if err := advance(nodeapi.RecoveryFenced); err != nil {
+			return err
+		}
+	}
+	// Fenced: etcd stops and, while the record says so, never starts
+	// again, across reboots too (startLifecycle).
+	if err := n.stopLifecycle(); err != nil {
+		return err
+	}
+	if !recovery.Reached(*rec, nodeapi.RecoverySaved) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		st, err := recovery.SaveDB(db, snap)
+		if err != nil {
+			return fmt.Errorf("keep a copy of the survivor's database: %w", err)
+		}
+		rec.Snapshot, rec.Revision = snap, st.Revision
+		n.log.Printf("recover: kept the survivor's database as %s (revision %d, %d keys, sha256 %s)", snap, st.Revision, st.Keys, st.SHA256)
+		if err := advance(nodeapi.RecoverySaved); err != nil {
+			return err
+		}
+	}
+	if !recovery.Reached(*rec, nodeapi.RecoveryRestored) {
+		to, err := member.MoveAside(self.DataDir, n.stateDir())
+		if err != nil {
+			return fmt.Errorf("move the old data dir aside: %w", err)
+		}
+		if to != "" {
+			rec.Aside = to
+			n.log.Printf("recover: moved the old data dir to %s (kept)", to)
+		}
+		m := recovery.Member{Name: self.Name, PeerURL: self.PeerURL(), Token: n.seed.Cluster + "-" + strconv.FormatInt(rec.Started.Unix(), 36)}
+		work := filepath.Join(n.stateDir(), "restore-work")
+		if err := recovery.Restore(snap, self.DataDir, work, m, uint64(rec.Bump)); err != nil {
+			return err
+		}
+		// The old identity is not this member's any more; the new one is
+		// recorded once it serves.
+		if err := os.Remove(n.identityFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := advance(nodeapi.RecoveryRestored); err != nil {
+			return err
+		}
+	}
+	n.startLifecycle(n.ctx)
+	return nil
+}
+
+// startLifecycle starts the member lifecycle under a context of its own,
+// unless a recovery record fences this node's etcd.
+func (n *node) startLifecycle(ctx context.Context) {
+	if rec, err := recovery.Load(n.recoveryFile()); err != nil {
+		n.log.Printf("membership: %v; etcd stays stopped until the record is fixed", err)
+		return
+	} else if recovery.Fenced(rec) {
+		n.log.Printf("membership: recovery %s stopped in phase %s: etcd stays stopped; repeat `etcdbox recover --survivor %s` to finish it", rec.Token, rec.Phase, n.name)
+		return
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := supervise.Go(lctx, "member lifecycle", n.log.Printf, n.lifecycle)
+	n.mu.Lock()
+	n.lifecycleStop = func() <-chan struct{} { cancel(); return done }
+	n.mu.Unlock()
+}
+
+// stopLifecycle stops the member lifecycle and etcd, and returns once etcd
+// has exited.
+func (n *node) stopLifecycle() error {
+	n.mu.Lock()
+	stop := n.lifecycleStop
+	n.lifecycleStop = nil
+	n.mu.Unlock()
+	if stop != nil {
+		// The lifecycle returns once its context ends; then no round
+		// can start another etcd.
+		select {
+		case <-stop():
+		case <-time.After(2 * time.Minute):
+			return errors.New("the member lifecycle did not stop within 2m")
+		}
+	}
+	sup := n.supervisor()
+	if sup == nil {
+		return nil
+	}
+	if err := sup.Stop(time.Minute); err != nil {
+		return fmt.Errorf("stop etcd: %w", err)
+	}
+	n.log.Printf("recover: etcd stopped")
+	return nil
+}

@@ -1,0 +1,74 @@
+package recovery
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/nodeapi"
+)
+
+func TestCheck(t *testing.T) {
+	want := nodeapi.RecoveryToken("c0ffee", "beef")
+	done := nodeapi.Recovery{Token: want, Phase: nodeapi.RecoveryDone, From: "c0ffee", To: "abc", Updated: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	tests := []struct {
+		name    string
+		rec     nodeapi.Recovery
+		req     nodeapi.RecoverRequest
+		want    string
+		dec     Decision
+		msg     string
+		wantErr string
+	}{
+		{"a new recovery", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n1", Token: want}, want, Start, "", ""},
+		{"another node's name", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n2", Token: want}, want, 0, "", "refused: this node is n1, not n2"},
+		{"a token of another cluster", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n1", Token: "recover-1-2"}, want, 0, "", "refused: token recover-1-2 is not this node's"},
+		{"a node that never served", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n1", Token: want}, "", 0, "", "refused: this node does not know its cluster and member IDs"},
+		{"interrupted: resumed", nodeapi.Recovery{Token: want, Phase: nodeapi.RecoverySaved}, nodeapi.RecoverRequest{Survivor: "n1", Token: want}, "", Resume, "resuming recovery " + want + " from phase saved", ""},
+		{"interrupted, another token", nodeapi.Recovery{Token: "recover-1-2", Phase: nodeapi.RecoveryFenced}, nodeapi.RecoverRequest{Survivor: "n1", Token: want}, want, 0, "", "refused: recovery recover-1-2 is under way (phase fenced)"},
+		// The node now runs the new cluster: its token is another, and
+		// the replayed one is the done record's.
+		{"a replay once done", done, nodeapi.RecoverRequest{Survivor: "n1", Token: want}, nodeapi.RecoveryToken("abc", "1"), NoOp, "recovery " + want + " was done on 2030-01-02T03:04:05Z: cluster c0ffee became cluster abc; nothing to do", ""},
+		{"a new loss after a recovery", done, nodeapi.RecoverRequest{Survivor: "n1", Token: nodeapi.RecoveryToken("abc", "1")}, nodeapi.RecoveryToken("abc", "1"), Start, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dec, msg, err := Check(tt.rec, tt.req, "n1", tt.want)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.True(t, errors.Is(err, ErrRefused))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.dec, dec)
+			assert.Equal(t, tt.msg, msg)
+		})
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "recovery.json")
+	r, err := Load(path)
+	require.NoError(t, err)
+	assert.Zero(t, r, "no record: the zero recovery")
+	assert.False(t, Fenced(r))
+	in := nodeapi.Recovery{Token: "recover-a-b", Phase: nodeapi.RecoverySaved, From: "a", Snapshot: "/x.db", Revision: 7, Bump: DefaultBump,
+		Started: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), NoOp: true, Message: "not kept"}
+	require.NoError(t, Save(path, in))
+	got, err := Load(path)
+	require.NoError(t, err)
+	in.NoOp, in.Message = false, ""
+	assert.Equal(t, in, got)
+	assert.True(t, Fenced(got))
+	assert.True(t, Reached(got, nodeapi.RecoveryFenced))
+	assert.False(t, Reached(got, nodeapi.RecoveryRestored))
+
+	require.NoError(t, Save(path, nodeapi.Recovery{Phase: "sideways"}))
+	_, err = Load(path)
+	assert.ErrorContains(t, err, `unknown phase "sideways"`)
+}
