@@ -135,6 +135,8 @@ func TestCluster(t *testing.T) {
 	ok = t.Run("faults", func(t *testing.T) { testFaults(ctx, t, r) })
 	require.True(t, ok, "the cluster is not whole after the faults; the other steps need it")
 	c = r.Cluster // the cold start brought it up anew
+	ok = t.Run("quorum lost for good: recover --survivor, fresh nodes join, an old member is refused", func(t *testing.T) { testRecover(ctx, t, c) })
+	require.True(t, ok, "the last step needs the recovered cluster whole")
 	t.Run("two of three disks wiped: no cluster forms, the survivor keeps its data", func(t *testing.T) { testTwoWiped(ctx, t, c) })
 }
 

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbox/etcdbox/init/recovery"
+	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/qemu/cluster"
+)
+
+// testRecover loses the quorum for good and recovers it from the survivor
+// (DESIGN §5): n1 dies under writes, and the writer goes on with n2 and
+// n3, so that n3 holds every acknowledged write; n2 dies once n3 has
+// applied all that n2 committed. n3 says the quorum is lost and takes no
+// write; n1 gets an empty disk and waits. `etcdbox recover --survivor n3`
+// makes n3 the one member of a new cluster holding every key, at a higher
+// revision, which n1 joins as a learner and is promoted in. n2, booted
+// with its old data, is refused and keeps that data; with an empty disk it
+// joins too. The same recover again changes nothing, and a writer over the
+// new cluster sees a linearizable history.
+func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	ctx, cancel := context.WithTimeout(ctx, 3*faultDeadline)
+	defer cancel()
+	start := time.Now()
+	oldCluster := clusterIDOf(ctx, t, c, "n3")
+	w := startWriter(t, c)
+	require.NoError(t, c.Kill(ctx, "n1"))
+	cl3 := client(t, c, "n3")
+	waitFor(ctx, t, "a write with n1 down", func() (bool, string) {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := cl3.Put(pctx, "recover/with-n1-down", "1")
+		return err == nil, fmt.Sprint(err)
+	})
+	res := stopWriter(t, w)
+	t.Logf("writer with n1 down: %d acknowledged puts", res.Acked)
+	// n3 has applied every entry n2 knows committed: no acknowledged
+	// write is n2's alone.
+	var rev2 int64
+	waitFor(ctx, t, "n3 to apply what n2 committed", func() (bool, string) {
+		s2, s3 := memberStatus(ctx, t, c, "n2"), memberStatus(ctx, t, c, "n3")
+		rev2 = s2.Header.Revision
+		return s3.RaftAppliedIndex >= s2.RaftIndex, fmt.Sprintf("n3 applied %d, n2 committed %d", s3.RaftAppliedIndex, s2.RaftIndex)
+	})
+	before := userKeys(ctx, t, cl3, clientv3.WithSerializable())
+	require.Contains(t, before, "recover/with-n1-down")
+	vm3, err := c.VM("n3")
+	require.NoError(t, err)
+	mark3 := vm3.Mark()
+	require.NoError(t, c.Kill(ctx, "n2"))
+	lostAt := time.Now()
+
+	// The survivor says so, once the bound has passed, and takes no write.
+	m, err := vm3.WaitConsole(ctx, mark3, "quorum lost: member n3")
+	require.NoError(t, err, "n3 console:\n%s", vm3.ConsoleTail(40))
+	t.Logf("n3, %s after n2 died: %s", time.Since(lostAt).Round(time.Second), m.Line)
+	assert.Contains(t, m.Line, "silent: n1, n2")
+	assert.Contains(t, m.Line, "recover with: etcdbox recover --survivor n3")
+	n3, _ := c.Node("n3")
+	st, err := nodeAPI(t, c, n3).Status(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.Quorum.Lost, "status says the quorum is lost: %+v", st.Quorum)
+	assert.Equal(t, []string{"n1", "n2"}, st.Quorum.Silent)
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = cl3.Put(pctx, "recover/without-quorum", "x")
+	pcancel()
+	require.Error(t, err, "the survivor took a write without a quorum")
+
+	// n1 with an empty disk cannot join a cluster without a quorum.
+	require.NoError(t, c.Wipe(ctx, "n1"))
+	require.NoError(t, c.Start(ctx, "n1"))
+	vm1, err := c.VM("n1")
+	require.NoError(t, err)
+	m, err = vm1.WaitConsole(ctx, 0, "etcdbox: membership: wait: ")
+	require.NoError(t, err, "n1 console:\n%s", vm1.ConsoleTail(40))
+	t.Logf("n1 with an empty disk: %s", m.Line)
+
+	recoverStart := time.Now()
+	out := recoverCmd(ctx, t, c)
+	t.Logf("etcdbox recover (%s):\n%s", time.Since(recoverStart).Round(time.Second), out)
+	assert.Contains(t, out, "serves as the one voter of cluster")
+
+	// n1 joins the new cluster as a learner and is promoted.
+	cl1 := client(t, c, "n1")
+	waitFor(ctx, t, "n1 a voter of the new cluster", func() (bool, string) {
+		r, err := cl1.MemberList(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(r.Members) == 2 && !r.Members[0].IsLearner && !r.Members[1].IsLearner, describe(r.Members)
+	})
+	t.Logf("recovered with n1 a voter %s after the recover began", time.Since(recoverStart).Round(time.Second))
+	console := vm1.Console()
+	assert.Contains(t, console, "as learner")
+	assert.Contains(t, console, "promoted to a voting member")
+	checkOneCluster(ctx, t, c, []string{"n1", "n3"})
+	newCluster := clusterIDOf(ctx, t, c, "n3")
+	assert.NotEqual(t, oldCluster, newCluster, "the recovered cluster has a new ID")
+	after := userKeys(ctx, t, cl1)
+	assert.Equal(t, before, after, "every key the survivor held reads back")
+	s3 := memberStatus(ctx, t, c, "n3")
+	assert.GreaterOrEqual(t, s3.Header.Revision, rev2+recovery.DefaultBump, "the revision went up, never back")
+	vm3console := vm3.Console()[mark3:]
+	assert.Contains(t, vm3console, "kept the survivor's database as")
+	assert.Contains(t, vm3console, "moved the old data dir to")
+
+	// n2 comes back with its old data: refused, and the data stays.
+	require.NoError(t, c.Start(ctx, "n2"))
+	vm2, err := c.VM("n2")
+	require.NoError(t, err)
+	m, err = vm2.WaitConsole(ctx, 0, fmt.Sprintf("refused: this node's data is a member of cluster %x", oldCluster))
+	require.NoError(t, err, "n2 console:\n%s", vm2.ConsoleTail(40))
+	t.Logf("n2 with its old data: %s", m.Line)
+	r, err := cl1.MemberList(ctx)
+	require.NoError(t, err)
+	assert.Len(t, r.Members, 2, "n2 joined: %s", describe(r.Members))
+	require.NoError(t, c.Kill(ctx, "n2"))
+	assert.NotContains(t, vm2.Console(), "etcdbox: etcd ready", "n2 served its old data")
+	assert.NotContains(t, vm2.Console(), "moved the removed member's data", "n2 moved its data")
+	n2, _ := c.Node("n2")
+	got := hashDB(t, memberDB(t, filepath.Join(n2.Dir, "disk.qcow2")))
+	assert.GreaterOrEqual(t, got.Revision, rev2, "n2 keeps its data")
+
+	// With an empty disk, n2 joins as a learner and is promoted.
+	require.NoError(t, c.Wipe(ctx, "n2"))
+	require.NoError(t, c.Start(ctx, "n2"))
+	require.NoError(t, c.WaitReady(ctx, "n2"))
+	assert.Contains(t, vm2.Console(), "promoted to a voting member")
+	checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
+
+	// The same command again: a no-op that says so.
+	out = recoverCmd(ctx, t, c)
+	assert.Contains(t, out, "nothing to do", "a repeated recover")
+	assert.Equal(t, newCluster, clusterIDOf(ctx, t, c, "n3"), "a repeated recover changed the cluster")
+
+	w = startWriter(t, c)
+	waitFor(ctx, t, "writes through every node", func() (bool, string) {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := cl1.Put(pctx, "recover/after", "1")
+		return err == nil, fmt.Sprint(err)
+	})
+	stopWriter(t, w)
+	t.Logf("quorum loss to a whole recovered cluster: %s", time.Since(start).Round(time.Second))
+}
+
+// recoverCmd runs etcdbox recover --survivor n3 on c.
+func recoverCmd(ctx context.Context, t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "recover", "--survivor", "n3", "--dir", c.Dir()).CombinedOutput()
+	require.NoError(t, err, "etcdbox recover:\n%s", out)
+	return string(out)
+}
+
+// userKeys returns every key outside etcdbox's own (/etcdbox/), with its
+// value, as cl reads them.
+func userKeys(ctx context.Context, t *testing.T, cl *clientv3.Client, opts ...clientv3.OpOption) map[string]string {
+	t.Helper()
+	r, err := cl.Get(ctx, "", append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
+	require.NoError(t, err)
+	kv := map[string]string{}
+	for _, e := range r.Kvs {
+		if !strings.HasPrefix(string(e.Key), "/etcdbox/") {
+			kv[string(e.Key)] = string(e.Value)
+		}
+	}
+	require.NotEmpty(t, kv)
+	return kv
+}
