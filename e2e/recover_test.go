@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbox/etcdbox/init/recovery"
+	"github.com/etcdbox/etcdbox/internal/kvwriter"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
@@ -34,7 +35,9 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	start := time.Now()
 	oldCluster := clusterIDOf(ctx, t, c, "n3")
 	w := startWriter(t, c)
+	waitAcked(ctx, t, w, time.Now(), "the writer")
 	require.NoError(t, c.Kill(ctx, "n1"))
+	killed := time.Now()
 	cl3 := client(t, c, "n3")
 	waitFor(ctx, t, "a write with n1 down", func() (bool, string) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -42,6 +45,7 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		_, err := cl3.Put(pctx, "recover/with-n1-down", "1")
 		return err == nil, fmt.Sprint(err)
 	})
+	waitAcked(ctx, t, w, killed, "the writer with n1 down")
 	res := stopWriter(t, w)
 	t.Logf("writer with n1 down: %d acknowledged puts", res.Acked)
 	// n3 has applied every entry n2 knows committed: no acknowledged
@@ -144,14 +148,17 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	assert.Equal(t, newCluster, clusterIDOf(ctx, t, c, "n3"), "a repeated recover changed the cluster")
 
 	w = startWriter(t, c)
-	waitFor(ctx, t, "writes through every node", func() (bool, string) {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_, err := cl1.Put(pctx, "recover/after", "1")
-		return err == nil, fmt.Sprint(err)
-	})
+	waitAcked(ctx, t, w, time.Now(), "the writer over the recovered cluster")
 	stopWriter(t, w)
 	t.Logf("quorum loss to a whole recovered cluster: %s", time.Since(start).Round(time.Second))
+}
+
+// waitAcked waits until w has a put acknowledged after since.
+func waitAcked(ctx context.Context, t *testing.T, w *kvwriter.Writer, since time.Time, what string) {
+	t.Helper()
+	waitFor(ctx, t, what+" to have a put acknowledged", func() (bool, string) {
+		return w.LastAck().After(since), "last at " + w.LastAck().Format(time.RFC3339Nano)
+	})
 }
 
 // recoverCmd runs etcdbox recover --survivor n3 on c.

@@ -195,6 +195,15 @@ func (w *Writer) record(op porcupine.Operation, ackedWrite bool) {
 	}
 }
 
+// LastAck returns when the last put was acknowledged; the start of the
+// writer until one was. A test waits on it to know the writer got through
+// a fault.
+func (w *Writer) LastAck() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastAck
+}
+
 // Stop stops the workers, reads every key once more (so that a lost write
 // shows as a read no linearization explains), closes the clients and
 // returns what the writer saw. The final reads wait up to timeout each.
