@@ -23,7 +23,7 @@ import (
 // (DESIGN §5): n1 dies under writes, and the writer goes on with n2 and
 // n3, so that n3 holds every acknowledged write; n2 dies once n3 has
 // applied all that n2 committed. n3 says the quorum is lost and takes no
-// write; n1 gets an empty disk and waits. `etcdbox recover --survivor n3`
+// write; n1 gets an empty disk and cannot join. `etcdbox recover --survivor n3`
 // makes n3 the one member of a new cluster holding every key, at a higher
 // revision, which n1 joins as a learner and is promoted in. n2, booted
 // with its old data, is refused and keeps that data; with an empty disk it
@@ -80,14 +80,16 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	pcancel()
 	require.Error(t, err, "the survivor took a write without a quorum")
 
-	// n1 with an empty disk cannot join a cluster without a quorum.
+	// n1 with an empty disk cannot join a cluster without a quorum: the
+	// membership lock's lease needs one.
 	require.NoError(t, c.Wipe(ctx, "n1"))
 	require.NoError(t, c.Start(ctx, "n1"))
 	vm1, err := c.VM("n1")
 	require.NoError(t, err)
-	m, err = vm1.WaitConsole(ctx, 0, "etcdbox: membership: wait: ")
+	m, err = vm1.WaitConsole(ctx, 0, "etcdbox: membership: join: ")
 	require.NoError(t, err, "n1 console:\n%s", vm1.ConsoleTail(40))
 	t.Logf("n1 with an empty disk: %s", m.Line)
+	assert.NotContains(t, vm1.Console(), "added as learner", "n1 joined a cluster without a quorum")
 
 	recoverStart := time.Now()
 	out := recoverCmd(ctx, t, c)
