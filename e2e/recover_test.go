@@ -107,7 +107,7 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	})
 	t.Logf("recovered with n1 a voter %s after the recover began", time.Since(recoverStart).Round(time.Second))
 	console := vm1.Console()
-	assert.Contains(t, console, "as learner")
+	assert.Contains(t, console, "added as learner")
 	assert.Contains(t, console, "promoted to a voting member")
 	checkOneCluster(ctx, t, c, []string{"n1", "n3"})
 	newCluster := clusterIDOf(ctx, t, c, "n3")
