@@ -136,7 +136,9 @@ func TestCluster(t *testing.T) {
 	require.True(t, ok, "the cluster is not whole after the faults; the other steps need it")
 	c = r.Cluster // the cold start brought it up anew
 	ok = t.Run("quorum lost for good: recover --survivor, fresh nodes join, an old member is refused", func(t *testing.T) { testRecover(ctx, t, c) })
-	require.True(t, ok, "the last step needs the recovered cluster whole")
+	require.True(t, ok, "the next step needs the recovered cluster whole")
+	ok = t.Run("restore to a snapshot taken under writes: every node fenced, a new cluster, watches compacted", func(t *testing.T) { testRestore(ctx, t, c) })
+	require.True(t, ok, "the last step needs the restored cluster whole")
 	t.Run("two of three disks wiped: no cluster forms, the survivor keeps its data", func(t *testing.T) { testTwoWiped(ctx, t, c) })
 }
 

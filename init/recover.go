@@ -72,7 +72,7 @@ func (n *node) recordIdentity(ctx context.Context) error {
 	if err := recovery.Save(n.recoveryFile(), rec); err != nil {
 		return err
 	}
-	n.log.Printf("recovery %s: done: cluster %s replaced cluster %s; this node is its one voter, the others join as learners", rec.Token, rec.To, rec.From)
+	n.log.Printf("%s %s: done: this member serves cluster %s, which replaced cluster %s", opOf(rec), rec.Token, rec.To, rec.From)
 	return nil
 }
 
@@ -140,7 +140,7 @@ func (n *node) recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi
 			return nodeapi.Recovery{}, fmt.Errorf("%w: this node's member has not lost its quorum (it served a linearizable read within %s, or etcd is not running as a voter): recovering it would split the cluster", server.ErrRefused, quorumLossBound)
 		}
 		now := time.Now().UTC()
-		rec = nodeapi.Recovery{Token: req.Token, From: cluster, Bump: recovery.DefaultBump, Started: now, Updated: now}
+		rec = nodeapi.Recovery{Op: nodeapi.OpRecover, Token: req.Token, From: cluster, Bump: recovery.DefaultBump, Started: now, Updated: now}
 		n.log.Printf("recover: recovery %s of cluster %s starts on the operator's request; members answering: %s; silent: %s",
 			rec.Token, cluster, strings.Join(q.Answering, ", "), strings.Join(q.Silent, ", "))
 	case recovery.Resume:
@@ -154,23 +154,69 @@ func (n *node) recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi
 	return rec, nil
 }
 
+// advance records rec in phase, durably, before the phase's work is
+// taken as done.
+func (n *node) advance(rec *nodeapi.Recovery, phase string) error {
+	rec.Phase, rec.Updated = phase, time.Now().UTC()
+	if err := recovery.Save(n.recoveryFile(), *rec); err != nil {
+		return err
+	}
+	n.log.Printf("%s: %s %s: %s", opOf(*rec), opOf(*rec), rec.Token, phase)
+	return nil
+}
+
+func opOf(rec nodeapi.Recovery) string {
+	if rec.Op == "" {
+		return nodeapi.OpRecover
+	}
+	return rec.Op
+}
+
+// recoveryDir holds the snapshots recoveries and restores keep.
+func (n *node) recoveryDir() string { return filepath.Join(n.stateDir(), "recovery") }
+
+// restoreAsNew moves the data dir aside and restores snap as the one
+// member of a new cluster (init/recovery), then records phase restored.
+func (n *node) restoreAsNew(rec *nodeapi.Recovery, snap string) error {
+	self := n.localMember()
+	if err := n.dataAside(rec); err != nil {
+		return err
+	}
+	m := recovery.Member{Name: self.Name, PeerURL: self.PeerURL(), Token: n.seed.Cluster + "-" + strconv.FormatInt(rec.Started.Unix(), 36)}
+	work := filepath.Join(n.stateDir(), "restore-work")
+	if err := recovery.Restore(snap, self.DataDir, work, m, uint64(rec.Bump)); err != nil {
+		return err
+	}
+	return n.advance(rec, nodeapi.RecoveryRestored)
+}
+
+// dataAside moves the data dir aside (kept, in state/removed-*) and
+// forgets the old member's identity: the new one is recorded once it
+// serves.
+func (n *node) dataAside(rec *nodeapi.Recovery) error {
+	to, err := member.MoveAside(n.localMember().DataDir, n.stateDir())
+	if err != nil {
+		return fmt.Errorf("move the old data dir aside: %w", err)
+	}
+	if to != "" {
+		rec.Aside = to
+		n.log.Printf("%s: moved the old data dir to %s (kept)", opOf(*rec), to)
+	}
+	if err := os.Remove(n.identityFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // runRecovery takes rec from its phase to restored, saving each phase
 // before the next begins, and starts the member lifecycle again.
 func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
-	advance := func(phase string) error {
-		rec.Phase, rec.Updated = phase, time.Now().UTC()
-		if err := recovery.Save(n.recoveryFile(), *rec); err != nil {
-			return err
-		}
-		n.log.Printf("recover: recovery %s: %s", rec.Token, phase)
-		return nil
-	}
 	self := n.localMember()
 	db := filepath.Join(self.DataDir, "member", "snap", "db")
-	dir := filepath.Join(n.stateDir(), "recovery")
+	dir := n.recoveryDir()
 	snap := filepath.Join(dir, rec.Token+".db")
 	if !recovery.Reached(*rec, nodeapi.RecoveryFenced) {
-		if err := advance(nodeapi.RecoveryFenced); err != nil {
+		if err := n.advance(rec, nodeapi.RecoveryFenced); err != nil {
 			return err
 		}
 	}
@@ -189,30 +235,12 @@ func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
 		}
 		rec.Snapshot, rec.Revision = snap, st.Revision
 		n.log.Printf("recover: kept the survivor's database as %s (revision %d, %d keys, sha256 %s)", snap, st.Revision, st.Keys, st.SHA256)
-		if err := advance(nodeapi.RecoverySaved); err != nil {
+		if err := n.advance(rec, nodeapi.RecoverySaved); err != nil {
 			return err
 		}
 	}
 	if !recovery.Reached(*rec, nodeapi.RecoveryRestored) {
-		to, err := member.MoveAside(self.DataDir, n.stateDir())
-		if err != nil {
-			return fmt.Errorf("move the old data dir aside: %w", err)
-		}
-		if to != "" {
-			rec.Aside = to
-			n.log.Printf("recover: moved the old data dir to %s (kept)", to)
-		}
-		m := recovery.Member{Name: self.Name, PeerURL: self.PeerURL(), Token: n.seed.Cluster + "-" + strconv.FormatInt(rec.Started.Unix(), 36)}
-		work := filepath.Join(n.stateDir(), "restore-work")
-		if err := recovery.Restore(snap, self.DataDir, work, m, uint64(rec.Bump)); err != nil {
-			return err
-		}
-		// The old identity is not this member's any more; the new one is
-		// recorded once it serves.
-		if err := os.Remove(n.identityFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if err := advance(nodeapi.RecoveryRestored); err != nil {
+		if err := n.restoreAsNew(rec, snap); err != nil {
 			return err
 		}
 	}
@@ -227,7 +255,7 @@ func (n *node) startLifecycle(ctx context.Context) {
 		n.log.Printf("membership: %v; etcd stays stopped until the record is fixed", err)
 		return
 	} else if recovery.Fenced(rec) {
-		n.log.Printf("membership: recovery %s stopped in phase %s: etcd stays stopped; repeat `etcdbox recover --survivor %s` to finish it", rec.Token, rec.Phase, n.name)
+		n.log.Printf("membership: %s %s stopped in phase %s: etcd stays stopped; repeat the etcdbox %s command to finish it", opOf(rec), rec.Token, rec.Phase, opOf(rec))
 		return
 	}
 	lctx, cancel := context.WithCancel(ctx)

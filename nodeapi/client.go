@@ -218,6 +218,31 @@ func (c *Client) Recover(ctx context.Context, req RecoverRequest) (Recovery, err
 	return r, err
 }
 
+// Restore takes one step of a restore on the node (POST /v1/restore).
+func (c *Client) Restore(ctx context.Context, req RestoreRequest) (Recovery, error) {
+	var r Recovery
+	err := c.do(ctx, http.MethodPost, PathRestore, req, http.StatusOK, &r)
+	return r, err
+}
+
+// SendRestoreSnapshot sends the snapshot file of the restore token to the
+// node (POST /v1/restore/snapshot), which keeps it once it verifies.
+func (c *Client) SendRestoreSnapshot(ctx context.Context, token string, f *os.File) (Recovery, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return Recovery{}, err
+	}
+	var r Recovery
+	err = c.do(ctx, http.MethodPost, PathRestoreSnapshot+"?token="+url.QueryEscape(token), rawBody{f, fi.Size()}, http.StatusOK, &r)
+	return r, err
+}
+
+// rawBody is a request body sent as it is, not as JSON.
+type rawBody struct {
+	r    io.Reader
+	size int64
+}
+
 // GetBackup copies the kept snapshot called name to w and returns the
 // SHA-256 the node says etcd appended to it (hex); the caller checks the
 // file (backup.Verify).
@@ -290,7 +315,11 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 
 func (c *Client) roundTrip(ctx context.Context, method, u string, body any, want int, out any) error {
 	var rd io.Reader
-	if body != nil {
+	raw, isRaw := body.(rawBody)
+	switch {
+	case isRaw:
+		rd = raw.r
+	case body != nil:
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
@@ -301,7 +330,11 @@ func (c *Client) roundTrip(ctx context.Context, method, u string, body any, want
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	switch {
+	case isRaw:
+		req.ContentLength = raw.size
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)

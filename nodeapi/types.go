@@ -34,6 +34,11 @@ const (
 	// PathRecover is POST only (admin): the survivor of a lost quorum
 	// becomes the one member of a new cluster (RecoverRequest, Recovery).
 	PathRecover = "/v1/recover"
+	// PathRestore is POST only (admin): one step of a restore from a
+	// snapshot (RestoreRequest, Recovery); PathRestoreSnapshot takes the
+	// snapshot file itself (?token=, the body is the file).
+	PathRestore         = "/v1/restore"
+	PathRestoreSnapshot = "/v1/restore/snapshot"
 )
 
 const (
@@ -124,8 +129,42 @@ type RecoverRequest struct {
 	Token    string `json:"token"`
 }
 
-// Recovery is the state of a quorum-loss recovery on its survivor.
+// Restore steps (RestoreRequest.Step), in the order the CLI takes them:
+// every node is fenced, the snapshot is sent to the seed node, the seed
+// restores it, then the others move their data aside and join.
+const (
+	RestoreFence  = "fence"
+	RestoreSeed   = "seed"
+	RestoreRejoin = "rejoin"
+)
+
+// RestoreRequest is the body of POST /v1/restore. Token is
+// RestoreToken of the snapshot's SHA-256, which the node checks the file
+// it gets against.
+type RestoreRequest struct {
+	Token string `json:"token"`
+	Step  string `json:"step"`
+}
+
+// RestoreToken is the one-time token of a restore of the snapshot whose
+// SHA-256 (the one etcd appends, hex) is sha256: the same command gives
+// the same token, so a repeat resumes or finds the restore done.
+func RestoreToken(sha256 string) string { return "restore-" + sha256 }
+
+// Recovery ops.
+const (
+	OpRecover = "recover"
+	OpRestore = "restore"
+)
+
+// Recovery is the state of a quorum-loss recovery (on its survivor) or of
+// a restore from a snapshot (on every node).
 type Recovery struct {
+	// Op is OpRecover or OpRestore ("" in records of the first
+	// recoveries: OpRecover); Role, for a restore, RestoreSeed or
+	// RestoreRejoin once the node knows.
+	Op    string `json:"op,omitempty"`
+	Role  string `json:"role,omitempty"`
 	Token string `json:"token"`
 	Phase string `json:"phase"`
 	// From and To are the old and new cluster IDs (hex; To is empty

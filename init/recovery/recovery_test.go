@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,46 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.NoError(t, Save(path, nodeapi.Recovery{Phase: "sideways"}))
 	_, err = Load(path)
 	assert.ErrorContains(t, err, `unknown phase "sideways"`)
+}
+
+func TestCheckRestore(t *testing.T) {
+	tok := nodeapi.RestoreToken(strings.Repeat("ab", 32))
+	other := nodeapi.RestoreToken(strings.Repeat("cd", 32))
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		rec     nodeapi.Recovery
+		req     nodeapi.RestoreRequest
+		dec     Decision
+		wantErr string
+	}{
+		{"fence starts a restore", nodeapi.Recovery{}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, Start, ""},
+		{"fence after an old restore is done", nodeapi.Recovery{Token: other, Phase: nodeapi.RecoveryDone}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, Start, ""},
+		{"seed without the fence", nodeapi.Recovery{}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreSeed}, 0, "has not fenced this node"},
+		{"rejoin without the fence", nodeapi.Recovery{}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreRejoin}, 0, "has not fenced this node"},
+		{"fenced: seed goes on", nodeapi.Recovery{Op: nodeapi.OpRestore, Token: tok, Phase: nodeapi.RecoverySaved}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreSeed}, Resume, ""},
+		{"fence again: goes on, changes nothing", nodeapi.Recovery{Op: nodeapi.OpRestore, Token: tok, Phase: nodeapi.RecoveryFenced}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, Resume, ""},
+		{"a seed asked to rejoin", nodeapi.Recovery{Op: nodeapi.OpRestore, Role: nodeapi.RestoreSeed, Token: tok, Phase: nodeapi.RecoveryRestored}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreRejoin}, 0, "takes restore restore-abababababababab... as seed, not rejoin"},
+		{"done: a no-op", nodeapi.Recovery{Op: nodeapi.OpRestore, Token: tok, Phase: nodeapi.RecoveryDone, From: "a", To: "b", Updated: at}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, NoOp, ""},
+		{"another restore under way", nodeapi.Recovery{Op: nodeapi.OpRestore, Token: other, Phase: nodeapi.RecoveryFenced}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, 0, "restore restore-cdcdcdcdcdcdcdcd... is under way (phase fenced)"},
+		{"a recovery under way", nodeapi.Recovery{Token: "recover-a-b", Phase: nodeapi.RecoverySaved}, nodeapi.RestoreRequest{Token: tok, Step: nodeapi.RestoreFence}, 0, "recover recover-a-b is under way (phase saved)"},
+		{"unknown step", nodeapi.Recovery{}, nodeapi.RestoreRequest{Token: tok, Step: "wipe"}, 0, `unknown restore step "wipe"`},
+		{"not a restore token", nodeapi.Recovery{}, nodeapi.RestoreRequest{Token: "recover-a-b", Step: nodeapi.RestoreFence}, 0, "is not a restore token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dec, msg, err := CheckRestore(tt.rec, tt.req)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.ErrorIs(t, err, ErrRefused)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.dec, dec)
+			if dec == NoOp {
+				assert.Contains(t, msg, "was done on 2030-01-02T03:04:05Z: cluster a became cluster b; nothing to do")
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -108,6 +109,23 @@ func TestSaveAndRestore(t *testing.T) {
 	assert.Equal(t, oldRev, stats.Revision, "the copy holds the survivor's revision")
 	assert.GreaterOrEqual(t, stats.Keys, 50)
 
+	// A restore's node receives the snapshot and checks it against the
+	// token's SHA-256.
+	f, err := os.Open(snap)
+	require.NoError(t, err)
+	_, err = ReceiveSnapshot(f, filepath.Join(dir, "wrong.db"), strings.Repeat("0", 64))
+	f.Close()
+	assert.ErrorContains(t, err, "the restore's token names 0000")
+	assert.NoFileExists(t, filepath.Join(dir, "wrong.db"))
+	f, err = os.Open(snap)
+	require.NoError(t, err)
+	got, err := ReceiveSnapshot(f, filepath.Join(dir, "received.db"), stats.SHA256)
+	f.Close()
+	require.NoError(t, err)
+	assert.Equal(t, stats, got)
+	_, err = ReceiveSnapshot(strings.NewReader("not a snapshot"), filepath.Join(dir, "junk.db"), stats.SHA256)
+	assert.ErrorContains(t, err, "not a database followed by its SHA-256")
+
 	require.NoError(t, os.Rename(filepath.Join(data, "member"), filepath.Join(dir, "aside")))
 	work := filepath.Join(dir, "restore")
 	// What an interrupted restore left behind is redone.
@@ -126,10 +144,10 @@ func TestSaveAndRestore(t *testing.T) {
 	assert.NotEqual(t, oldCluster, st.Header.ClusterId, "a new cluster ID")
 	assert.NotEqual(t, oldMember, st.Header.MemberId, "a new member ID")
 	assert.GreaterOrEqual(t, st.Header.Revision, oldRev+DefaultBump, "the revision never goes back")
-	got, err := c.Get(ctx, "k", clientv3.WithPrefix())
+	gr, err := c.Get(ctx, "k", clientv3.WithPrefix())
 	require.NoError(t, err)
 	kv := map[string]string{}
-	for _, e := range got.Kvs {
+	for _, e := range gr.Kvs {
 		kv[string(e.Key)] = string(e.Value)
 	}
 	assert.Equal(t, want, kv, "every key reads back")

@@ -62,6 +62,9 @@ var routes = map[string][]endpoint{
 	},
 	nodeapi.PathUpgradeArm: {{method: http.MethodPost, admin: true, serve: (*Server).armUpgrade}},
 	nodeapi.PathRecover:    {{method: http.MethodPost, admin: true, serve: (*Server).recover}},
+	nodeapi.PathRestore:    {{method: http.MethodPost, admin: true, serve: (*Server).restore}},
+	// The body is the snapshot file, not JSON.
+	nodeapi.PathRestoreSnapshot: {{method: http.MethodPost, admin: true, query: []string{"token"}, serve: (*Server).restoreSnapshot}},
 }
 
 // ServeHTTP routes, authorizes and checks a request, and answers errors in
@@ -304,6 +307,43 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.cfg.Node.Recover(r.Context(), req)
 	if err != nil {
 		return nodeError("recover", err)
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+func (s *Server) restore(w http.ResponseWriter, r *http.Request) error {
+	var req nodeapi.RestoreRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Token) == "" || strings.TrimSpace(req.Step) == "" {
+		return errorf(http.StatusBadRequest, "request body: token and step: required")
+	}
+	rec, err := s.cfg.Node.Restore(r.Context(), req)
+	if err != nil {
+		return nodeError("restore", err)
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+// restoreSnapshot takes a snapshot file as the body: it may be large, so
+// the read deadline grows with it (one minute per 64 MiB, at least ten).
+func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
+	token := r.URL.Query().Get("token")
+	if token == "" {
+		return errorf(http.StatusBadRequest, "token: required")
+	}
+	if r.ContentLength > 0 {
+		d := 10*time.Minute + time.Duration(r.ContentLength/(64<<20))*time.Minute
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(d))
+		_ = rc.SetWriteDeadline(time.Now().Add(d + time.Minute))
+	}
+	rec, err := s.cfg.Node.ReceiveSnapshot(r.Context(), token, r.Body)
+	if err != nil {
+		return nodeError("restore snapshot", err)
 	}
 	writeJSON(w, http.StatusOK, rec)
 	return nil

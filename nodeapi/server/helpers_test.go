@@ -56,6 +56,28 @@ type fakeNode struct {
 	recovery   nodeapi.Recovery
 	recoverErr error
 	recovers   []nodeapi.RecoverRequest
+	restores   []nodeapi.RestoreRequest
+	received   []string // token:body of each snapshot sent
+}
+
+func (f *fakeNode) Restore(_ context.Context, req nodeapi.RestoreRequest) (nodeapi.Recovery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.restores = append(f.restores, req)
+	return f.recovery, f.recoverErr
+}
+
+func (f *fakeNode) ReceiveSnapshot(_ context.Context, token string, r io.Reader) (nodeapi.Recovery, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nodeapi.Recovery{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.received = append(f.received, token+":"+string(b))
+	return f.recovery, f.recoverErr
 }
 
 func (f *fakeNode) Recover(_ context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error) {

@@ -131,6 +131,17 @@ type Node interface {
 	// replay) or a quorum that is not lost is ErrRefused; a recovery
 	// already done answers NoOp.
 	Recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi.Recovery, error)
+	// Restore takes one step of a restore from a snapshot (DESIGN §5):
+	// fence (stop etcd until the restore goes on), seed (restore the
+	// received snapshot as the one member of a new cluster) or rejoin
+	// (move the data aside and join the new cluster). A step already
+	// taken changes nothing; a restore done answers NoOp; a token of
+	// another operation under way is ErrRefused.
+	Restore(ctx context.Context, req nodeapi.RestoreRequest) (nodeapi.Recovery, error)
+	// ReceiveSnapshot keeps the snapshot of the fenced restore token,
+	// read from r, once it verifies against the token's SHA-256 (a bad
+	// one is ErrBadRequest).
+	ReceiveSnapshot(ctx context.Context, token string, r io.Reader) (nodeapi.Recovery, error)
 }
 
 // Config configures a Server.

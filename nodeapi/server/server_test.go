@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +94,10 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 		"backup get":   func() error { _, err := c.GetBackup(ctx, "etcd-1.db", io.Discard); return err },
 		"decommission": func() error { _, err := c.Decommission(ctx, "n1", ""); return err },
 		"without":      func() error { _, err := c.FormWithout(ctx, []string{"n3"}); return err },
+		"restore": func() error {
+			_, err := c.Restore(ctx, nodeapi.RestoreRequest{Token: "restore-x", Step: nodeapi.RestoreFence})
+			return err
+		},
 		"recover": func() error {
 			_, err := c.Recover(ctx, nodeapi.RecoverRequest{Survivor: "n1", Token: nodeapi.RecoveryToken("1", "2")})
 			return err
@@ -112,6 +118,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Empty(t, node.decommissioned)
 	assert.Empty(t, node.formation.Without)
 	assert.Empty(t, node.recovers)
+	assert.Empty(t, node.restores)
 }
 
 // TestBackups: the admin lists the kept snapshots, takes one, and gets
@@ -251,6 +258,19 @@ func TestClientAgainstServer(t *testing.T) {
 	assert.Equal(t, node.recovery, rec)
 	assert.Equal(t, []nodeapi.RecoverRequest{{Survivor: "n1", Token: "recover-a-b"}}, node.recovers)
 
+	rs, err := c.Restore(ctx, nodeapi.RestoreRequest{Token: "restore-x", Step: nodeapi.RestoreFence})
+	require.NoError(t, err)
+	assert.Equal(t, node.recovery, rs)
+	assert.Equal(t, []nodeapi.RestoreRequest{{Token: "restore-x", Step: nodeapi.RestoreFence}}, node.restores)
+	snapFile := filepath.Join(t.TempDir(), "s.db")
+	require.NoError(t, os.WriteFile(snapFile, []byte("snapshot bytes"), 0o600))
+	f, err := os.Open(snapFile)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = c.SendRestoreSnapshot(ctx, "restore-x", f)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"restore-x:snapshot bytes"}, node.received, "the file is the body, whole")
+
 	// The server's message reaches the caller.
 	err = c.StageUpgrade(ctx, "registry.example/etcdbox:v2")
 	require.Error(t, err)
@@ -332,10 +352,12 @@ func TestBadRequests(t *testing.T) {
 		{"recover without token", "POST", "/v1/recover", "", `{"survivor": "n1"}`, 400, "request body: token: required"},
 		{"recover unknown field", "POST", "/v1/recover", "", `{"survivor": "n1", "token": "t", "force": true}`, 400, `request body: unknown field "force"`},
 		{"GET recover", "GET", "/v1/recover", "", ``, 405, "method GET not allowed on /v1/recover; use POST"},
+		{"restore without step", "POST", "/v1/restore", "", `{"token": "restore-x"}`, 400, "request body: token and step: required"},
+		{"restore snapshot without token", "POST", "/v1/restore/snapshot", "application/octet-stream", `x`, 400, "token: required"},
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/recover, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/recover, /v1/restore, /v1/restore/snapshot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},
