@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
@@ -85,4 +89,43 @@ func testBackups(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	assert.Equal(t, snap.Keys, up.TotalKey, "keys, as etcdutl counts them")
 	assert.Equal(t, snap.Hash, up.Hash, "hash, as etcdutl computes it")
 	t.Logf("fetched %s: %d bytes, revision %d, %d keys, hash %d", snap.Name, snap.Size, up.Revision, up.TotalKey, up.Hash)
+
+	// The backups are pushed too: backup list --registry lists them; the
+	// newest, pulled back by digest, reads with upstream etcdutl.
+	repo := hostRegistry(t, c) + "/" + backupRepo
+	out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "backup", "list", "--dir", c.Dir(), "--registry", repo, "--insecure-registry", "-o", "json").Output()
+	require.NoError(t, err, "backup list --registry")
+	var rows []struct {
+		Node string
+		nodeapi.Snapshot
+	}
+	require.NoError(t, json.Unmarshal(out, &rows))
+	var pushed nodeapi.Snapshot
+	for _, r := range rows {
+		if r.Node == "(pushed)" && r.Taken.After(pushed.Taken) {
+			pushed = r.Snapshot
+		}
+	}
+	require.NotEmpty(t, pushed.Name, "no pushed backup listed: %s", out)
+	require.True(t, strings.HasPrefix(pushed.Name, repo+"@sha256:"), pushed.Name)
+	pulled := filepath.Join(t.TempDir(), "pulled.db")
+	got, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "backup", "get", pushed.Name, "-o", pulled, "--dir", c.Dir(), "--insecure-registry").CombinedOutput()
+	require.NoError(t, err, "backup get %s: %s", pushed.Name, got)
+	up, err = snapshot.NewV3(zap.NewNop()).Status(pulled)
+	require.NoError(t, err, "etcdutl snapshot status of the pulled backup")
+	assert.Equal(t, pushed.Revision, up.Revision, "revision, as etcdutl reads it")
+	assert.Equal(t, pushed.Keys, up.TotalKey, "keys, as etcdutl counts them")
+	t.Logf("pulled %s: revision %d, %d keys, hash %d", pushed.Name, up.Revision, up.TotalKey, up.Hash)
+}
+
+// backupRepo is the repository of the cluster registry that TestCluster's
+// nodes push their backups to.
+const backupRepo = "etcdbox-backups"
+
+// hostRegistry is the host's address of c's registry.
+func hostRegistry(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	addr, err := c.RegistryAddr()
+	require.NoError(t, err)
+	return addr
 }

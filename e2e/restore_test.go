@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 )
 
 // testRestore takes the 3-node cluster back to a snapshot taken under the
-// writer (DESIGN §5): `etcdbox restore --snapshot NAME --discard
-// n1,n2,n3` fences every node, restores the snapshot on n1 as a new
+// writer and pushed to the cluster's registry (DESIGN §5): `etcdbox
+// restore --snapshot REF --discard n1,n2,n3` pulls it by digest, fences
+// every node, restores the snapshot on n1 as a new
 // cluster, and the others join it. Every key of the snapshot reads back
 // and the keys written after it are gone; the revision is above the one
 // before the restore; a watch opened before the restore ends with a
@@ -35,7 +37,11 @@ func testRestore(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	n1, _ := c.Node("n1")
 	snap, err := nodeAPI(t, c, n1).Backup(ctx)
 	require.NoError(t, err)
-	t.Logf("snapshot under the writer: %s of member %s, revision %d, %d keys", snap.Name, snap.Member, snap.Revision, snap.Keys)
+	t.Logf("snapshot under the writer: %s of member %s, revision %d, %d keys, pushed as %s", snap.Name, snap.Member, snap.Revision, snap.Keys, snap.Pushed)
+	// The restore pulls the pushed copy by digest, as the host reaches
+	// the registry.
+	require.NotEmpty(t, snap.Pushed, "the backup was pushed")
+	ref := strings.Replace(snap.Pushed, cluster.GuestRegistry(), hostRegistry(t, c), 1)
 	waitAcked(ctx, t, w, time.Now(), "the writer after the snapshot")
 	stopWriter(t, w)
 	gone := putKeys(ctx, t, c, "restore/after-", 5)
@@ -58,7 +64,7 @@ func testRestore(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 
 	start := time.Now()
-	out := restoreCmd(ctx, t, c, snap.Name)
+	out := restoreCmd(ctx, t, c, ref)
 	t.Logf("etcdbox restore (%s):\n%s", time.Since(start).Round(time.Second), out)
 	assert.Contains(t, out, "restored: every node is a voter of the new cluster")
 
@@ -101,7 +107,7 @@ func testRestore(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 
 	// The same command again: a no-op that says so.
-	out = restoreCmd(ctx, t, c, snap.Name)
+	out = restoreCmd(ctx, t, c, ref)
 	assert.Contains(t, out, "nothing to do", "a repeated restore")
 	assert.Equal(t, newCluster, clusterIDOf(ctx, t, c, "n1"), "a repeated restore changed the cluster")
 	requireKeys(ctx, t, c, kept)
@@ -111,10 +117,10 @@ func testRestore(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	stopWriter(t, w)
 }
 
-// restoreCmd runs etcdbox restore of the backup name on c.
-func restoreCmd(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) string {
+// restoreCmd runs etcdbox restore of the pushed backup ref on c.
+func restoreCmd(ctx context.Context, t *testing.T, c *cluster.Cluster, ref string) string {
 	t.Helper()
-	out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "restore", "--snapshot", name, "--discard", "n1,n2,n3", "--dir", c.Dir()).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testenv.Bin(t, "etcdbox"), "restore", "--snapshot", ref, "--insecure-registry", "--discard", "n1,n2,n3", "--dir", c.Dir()).CombinedOutput()
 	require.NoError(t, err, "etcdbox restore:\n%s", out)
 	return string(out)
 }

@@ -181,7 +181,7 @@ func (n *node) backupKeep() int {
 
 // apiSnapshot is s as the node API shows it.
 func apiSnapshot(s backup.Snapshot) nodeapi.Snapshot {
-	return nodeapi.Snapshot{Name: s.Name, Path: s.Path, Member: s.Member, Size: s.Size, Revision: s.Revision,
+	return nodeapi.Snapshot{Name: s.Name, Path: s.Path, Member: s.Member, Pushed: s.Pushed, Size: s.Size, Revision: s.Revision,
 		Keys: s.Keys, Hash: s.Hash, SHA256: s.SHA256, Taken: s.Taken}
 }
 

@@ -185,7 +185,29 @@ func (n *node) takeBackup(ctx context.Context) (backup.Snapshot, error) {
 	}
 	n.log.Printf("backups: %s of member %s in %s: %d bytes, revision %d, %d keys, verified", snap.Name, name,
 		time.Since(start).Round(time.Millisecond), snap.Size, snap.Revision, snap.Keys)
+	snap.Pushed = n.pushBackup(ctx, snap)
 	return snap, nil
+}
+
+// pushBackup pushes a kept backup to the seed's registry, if it names one,
+// and returns its reference by digest. A failed push is logged and the
+// backup stays kept: DATA holds it either way.
+func (n *node) pushBackup(ctx context.Context, snap backup.Snapshot) string {
+	p := n.seed.Backup.Push
+	if p == nil {
+		return ""
+	}
+	reg := backup.Registry{Repository: p.Repository, Insecure: p.Insecure, Username: p.Username, Password: p.Password}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	start := time.Now()
+	ref, err := backup.Push(ctx, reg, snap, n.seed.Cluster)
+	if err != nil {
+		n.log.Printf("backups: push %s: %v (kept on DATA)", snap.Name, err)
+		return ""
+	}
+	n.log.Printf("backups: pushed %s as %s in %s", snap.Name, ref, time.Since(start).Round(time.Millisecond))
+	return ref
 }
 
 // backupSource picks the member to snapshot: a started follower that

@@ -353,7 +353,10 @@ type Snapshot struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
 	// Member is the name of the member it was taken from.
-	Member   string    `json:"member,omitempty"`
+	Member string `json:"member,omitempty"`
+	// Pushed is the backup's reference by digest in the seed's registry
+	// (backup.push), when the node pushed it.
+	Pushed   string    `json:"pushed,omitempty"`
 	Size     int64     `json:"size"`
 	Revision int64     `json:"revision"`
 	Keys     int       `json:"keys"`

@@ -136,6 +136,23 @@ type Backup struct {
 	Interval string `json:"interval,omitempty"`
 	// Keep is how many snapshots each node keeps (default 6).
 	Keep int `json:"keep,omitempty"`
+	// Push, when set, sends each scheduled backup, once verified and
+	// kept, to an OCI registry as an artifact (init/backup's push.go).
+	Push *BackupPush `json:"push,omitempty"`
+}
+
+// BackupPush is where backups go besides DATA: an OCI repository.
+type BackupPush struct {
+	// Repository is the artifacts' repository, without a tag
+	// ("registry.example:5000/etcdbox/backups").
+	Repository string `json:"repository"`
+	// Insecure reaches the registry over plain HTTP (a registry on a
+	// closed local network); every blob is still addressed by digest.
+	Insecure bool `json:"insecure,omitempty"`
+	// Username and Password are the registry's basic credentials; both
+	// or neither. The password is never logged or echoed.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // Defaults and limits of the backup section.

@@ -346,6 +346,23 @@ func (p *problems) backup(b *Backup) {
 	if b.Keep < 0 || b.Keep > MaxBackupKeep {
 		p.add("backup.keep", "%d: want 1 to %d", b.Keep, MaxBackupKeep)
 	}
+	if u := b.Push; u != nil {
+		repo := u.Repository
+		host, path, _ := strings.Cut(repo, "/")
+		switch {
+		case repo == "":
+			p.add("backup.push.repository", "required: the OCI repository backups are pushed to (host[:port]/path)")
+		case strings.Contains(repo, "://"):
+			p.add("backup.push.repository", "%q: want host[:port]/path, without a scheme", repo)
+		case registryProblem(host) != "":
+			p.add("backup.push.repository", "%q: %s", repo, registryProblem(host))
+		case path == "" || strings.ContainsAny(path, "@: \t") || path != strings.ToLower(path):
+			p.add("backup.push.repository", "%q: want host[:port]/path, the path in lower case, without a tag or digest", repo)
+		}
+		if (u.Username == "") != (u.Password == "") {
+			p.add("backup.push", "username and password: give both or neither")
+		}
+	}
 }
 
 // registryProblem says what is wrong with r as a registry name of an

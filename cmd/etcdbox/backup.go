@@ -124,13 +124,15 @@ type backupRow struct {
 func newBackupListCmd() *cobra.Command {
 	var (
 		f      nodeFlags
+		rf     registryFlags
 		output string
 	)
 	cmd := &cobra.Command{
-		Use:     "list (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
-		Short:   "List the backups every node keeps: name, member, revision, keys, size, age",
-		Example: "  etcdbox backup list --dir run/cluster -o json",
-		Args:    cobra.NoArgs,
+		Use:   "list (--endpoints URL[,URL...] --pki DIR | --dir DIR) [--registry REPO]",
+		Short: "List the backups every node keeps, and those pushed to REPO: name, member, revision, keys, size, age",
+		Example: `  etcdbox backup list --dir run/cluster -o json
+  etcdbox backup list --dir run/cluster --registry 10.0.0.5:5000/etcdbox/backups --insecure-registry`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return usageError{fmt.Errorf("-o %q: want table or json", output)}
@@ -139,6 +141,16 @@ func newBackupListCmd() *cobra.Command {
 			defer cancel()
 			rows := []backupRow{}
 			var problems []error
+			if rf.repository != "" {
+				pushed, err := backup.ListPushed(ctx, rf.registry(rf.repository))
+				if err != nil {
+					problems = append(problems, err)
+				}
+				for _, p := range pushed {
+					rows = append(rows, backupRow{Node: "(pushed)", Snapshot: nodeapi.Snapshot{Name: p.Ref, Member: p.Member, Size: p.Size,
+						Revision: p.Revision, Keys: p.Keys, SHA256: p.SHA256, Taken: p.Taken}})
+				}
+			}
 			err := f.each(ctx, func(name string, c *nodeapi.Client) bool {
 				snaps, err := c.Backups(ctx)
 				if err != nil {
@@ -169,8 +181,41 @@ func newBackupListCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	rf.add(cmd, "list the backups pushed to this OCI repository too (host[:port]/path)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+// registryFlags name a registry of pushed backups; the password comes
+// from the environment, never from a flag (ps would show it).
+type registryFlags struct {
+	repository string
+	insecure   bool
+	username   string
+}
+
+func (rf *registryFlags) add(cmd *cobra.Command, usage string) {
+	fl := cmd.Flags()
+	if usage != "" {
+		fl.StringVar(&rf.repository, "registry", "", usage)
+	}
+	fl.BoolVar(&rf.insecure, "insecure-registry", false, "reach the registry over plain HTTP (a closed local network)")
+	fl.StringVar(&rf.username, "registry-user", "", "the registry's user name; the password is read from $ETCDBOX_REGISTRY_PASSWORD")
+}
+
+// registry is the registry of repo (a repository, or a reference in it).
+func (rf *registryFlags) registry(repo string) backup.Registry {
+	return backup.Registry{Repository: repo, Insecure: rf.insecure, Username: rf.username, Password: os.Getenv("ETCDBOX_REGISTRY_PASSWORD")}
+}
+
+// pullBackup copies the pushed backup ref into w and returns the SHA-256
+// its annotations name.
+func (rf *registryFlags) pullBackup(ctx context.Context, ref string, w io.Writer) (from, sum string, err error) {
+	p, err := backup.Pull(ctx, rf.registry(ref), ref, w)
+	if err != nil {
+		return "", "", err
+	}
+	return "the registry (cluster " + p.Cluster + ", member " + p.Member + ")", p.SHA256, nil
 }
 
 func printBackups(out io.Writer, rows []backupRow, now time.Time) {
@@ -189,17 +234,20 @@ func printBackups(out io.Writer, rows []backupRow, now time.Time) {
 func newBackupGetCmd() *cobra.Command {
 	var (
 		f      nodeFlags
+		rf     registryFlags
 		node   string
 		output string
 	)
 	cmd := &cobra.Command{
-		Use:   "get NAME -o FILE [--node NODE] (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
-		Short: "Fetch the backup NAME (as backup list names it) into FILE, verified",
+		Use:   "get NAME|REF -o FILE [--node NODE] (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
+		Short: "Fetch the backup NAME (as backup list names it), or a pushed one by digest, into FILE, verified",
 		Long: `Get streams the kept snapshot NAME from the node that keeps it (or from
 --node) into FILE, and verifies it as the node did before it kept it: the
 SHA-256 etcd appended (and the one the node names), and the database read
 whole. FILE is written only when all of that holds, and never
-overwritten.`,
+overwritten. A reference by digest (host[:port]/path@sha256:..., as backup
+list --registry shows it) is pulled from that registry instead, every byte
+checked against the digest, then verified the same way.`,
 		Example: "  etcdbox backup get etcd-20261202T071635.917687499Z.db -o before-upgrade.db --dir run/cluster",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -214,7 +262,12 @@ overwritten.`,
 				return fmt.Errorf("-o %s: %w", output, err)
 			}
 			defer os.Remove(tmp.Name())
-			from, sum, err := f.fetchBackup(ctx, node, name, tmp)
+			var from, sum string
+			if backup.IsRef(name) {
+				from, sum, err = rf.pullBackup(ctx, name, tmp)
+			} else {
+				from, sum, err = f.fetchBackup(ctx, node, name, tmp)
+			}
 			if cerr := tmp.Close(); err == nil {
 				err = cerr
 			}
@@ -238,6 +291,7 @@ overwritten.`,
 		},
 	}
 	f.add(cmd)
+	rf.add(cmd, "")
 	cmd.Flags().StringVar(&node, "node", "", "the node to fetch it from (default: the one that keeps it)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (required; never overwritten)")
 	_ = cmd.MarkFlagRequired("output")

@@ -20,16 +20,18 @@ func init() { commands = append(commands, newRestoreCmd) }
 func newRestoreCmd() *cobra.Command {
 	var (
 		f        nodeFlags
+		rf       registryFlags
 		snapshot string
 		discard  []string
 		seedNode string
 	)
 	cmd := &cobra.Command{
-		Use:   "restore --snapshot FILE|BACKUP --discard NODE,... (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
+		Use:   "restore --snapshot FILE|BACKUP|REF --discard NODE,... (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
 		Short: "Take the whole cluster back to a snapshot: a new cluster, every member's data moved aside",
 		Long: `Restore takes the cluster back to a snapshot, explicitly: --snapshot is a
-snapshot file, or the name of a backup a node keeps (as etcdbox backup list
-names it, fetched and verified), and --discard must name every node of the
+snapshot file, the name of a backup a node keeps (as etcdbox backup list
+names it, fetched and verified), or a pushed backup's reference by digest
+(host[:port]/path@sha256:..., pulled and verified), and --discard must name every node of the
 cluster, whose current data is discarded (moved aside on each node, never
 deleted).
 
@@ -51,10 +53,11 @@ once it is done, a repeat changes nothing and says so.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			return f.restore(ctx, cmd.OutOrStdout(), snapshot, discard, seedNode)
+			return f.restore(ctx, cmd.OutOrStdout(), &rf, snapshot, discard, seedNode)
 		},
 	}
 	f.add(cmd)
+	rf.add(cmd, "")
 	fl := cmd.Flags()
 	fl.Lookup("timeout").DefValue, f.timeout = "10m0s", 10*time.Minute
 	fl.StringVar(&snapshot, "snapshot", "", "a snapshot file, or the name of a backup a node keeps (required)")
@@ -65,8 +68,8 @@ once it is done, a repeat changes nothing and says so.`,
 	return cmd
 }
 
-func (f *nodeFlags) restore(ctx context.Context, out io.Writer, snapshot string, discard []string, seedNode string) error {
-	file, cleanup, err := f.snapshotFile(ctx, snapshot)
+func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlags, snapshot string, discard []string, seedNode string) error {
+	file, cleanup, err := f.snapshotFile(ctx, rf, snapshot)
 	if err != nil {
 		return err
 	}
@@ -143,9 +146,31 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, snapshot string,
 
 // snapshotFile returns a local file holding snapshot: the file itself, or
 // the backup of that name fetched from the node that keeps it.
-func (f *nodeFlags) snapshotFile(ctx context.Context, snapshot string) (string, func(), error) {
+func (f *nodeFlags) snapshotFile(ctx context.Context, rf *registryFlags, snapshot string) (string, func(), error) {
 	if _, err := os.Stat(snapshot); err == nil {
 		return snapshot, func() {}, nil
+	}
+	if backup.IsRef(snapshot) {
+		tmp, err := os.CreateTemp("", "etcdbox-restore-*.db")
+		if err != nil {
+			return "", nil, err
+		}
+		cleanup := func() { os.Remove(tmp.Name()) }
+		_, sum, err := rf.pullBackup(ctx, snapshot, tmp)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			var st backup.Stats
+			if st, err = backup.Verify(tmp.Name()); err == nil && st.SHA256 != sum {
+				err = fmt.Errorf("the registry names SHA-256 %s, the artifact holds %s", sum, st.SHA256)
+			}
+		}
+		if err != nil {
+			cleanup()
+			return "", nil, fmt.Errorf("--snapshot %s: %w", snapshot, err)
+		}
+		return tmp.Name(), cleanup, nil
 	}
 	if strings.ContainsRune(snapshot, os.PathSeparator) {
 		return "", nil, fmt.Errorf("--snapshot %s: no such file", snapshot)

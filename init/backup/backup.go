@@ -42,6 +42,9 @@ type Snapshot struct {
 	Taken time.Time `json:"taken"`
 	// Member is the name of the member it was taken from.
 	Member string `json:"member,omitempty"`
+	// Pushed is its reference by digest in the seed's registry, when it
+	// was pushed (not recorded: set by the push that follows Save).
+	Pushed string `json:"-"`
 	Stats
 }
 
