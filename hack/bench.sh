@@ -30,11 +30,12 @@ section_boot() {
 		-etcd bin/etcd -init bin/init -floor-init "$out/floorinit" -work "$out/boot"
 }
 
-# Issue 4: cluster up of three nodes against one, and cluster add.
+# Issues 4, 10 and 13: cluster up of three nodes against one, cluster add,
+# faults, and a restore and a quorum-loss recovery against a reboot.
 section_cluster() {
 	echo "== local clusters on the closed virtual network (QEMU start -> voting members)"
 	bin/etcdbox build -o "$out/cluster.img" >/dev/null
-	go run ./bench/cluster -image "$out/cluster.img" -sysroot "$sysroot"
+	go run ./bench/cluster -image "$out/cluster.img" -sysroot "$sysroot" -etcdbox bin/etcdbox
 }
 
 # Issue 5: a rolling upgrade of three nodes (total, per node, longest write

@@ -9,8 +9,10 @@
 // writes, as a ratio to etcd's election timeout; the writer's history is
 // checked with porcupine), a wiped node's way back to a voter (as a
 // ratio to the plain restart just measured), and a cold start of all
-// three (as a ratio to the one-node up). It prints figures; nothing is
-// asserted but the history.
+// three (as a ratio to the one-node up). Then issue 13's (dr.go): a
+// restore of the three nodes and a quorum-loss recovery, as ratios to one
+// node's reboot, and the recovery point from backups. It prints figures;
+// nothing is asserted but the history.
 //
 //	go run ./bench/cluster -image out/etcdbox.img
 package main
@@ -25,20 +27,22 @@ import (
 
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 func main() {
 	img := flag.String("image", "out/etcdbox.img", "image to boot (no node name in its seed)")
 	sysroot := flag.String("sysroot", ".cache/sysroot", "where hack/deps.sh unpacked OVMF")
 	mem := flag.Int("mem", 768, "MiB per VM")
+	cli := flag.String("etcdbox", "bin/etcdbox", "the etcdbox CLI, for restore and recover")
 	flag.Parse()
-	if err := run(*img, *sysroot, *mem); err != nil {
+	if err := run(*img, *sysroot, *cli, *mem); err != nil {
 		fmt.Fprintln(os.Stderr, "bench cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(img, sysroot string, mem int) error {
+func run(img, sysroot, cli string, mem int) error {
 	work, err := os.MkdirTemp("", "etcdbox-bench-cluster-")
 	if err != nil {
 		return err
@@ -49,9 +53,11 @@ func run(img, sysroot string, mem int) error {
 		return cluster.Config{
 			Dir: filepath.Join(work, name), Image: img, MemoryMiB: mem,
 			OVMFCode: filepath.Join(ovmf, "OVMF_CODE_4M.fd"), OVMFVars: filepath.Join(ovmf, "OVMF_VARS_4M.fd"),
+			// A backup a minute, so that a failure finds a recent one.
+			Backup: seed.Backup{Interval: "1m"},
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
 	up := func(name string, n int) (*cluster.Cluster, time.Duration, error) {
@@ -98,6 +104,10 @@ func run(img, sysroot string, mem int) error {
 		return err
 	}
 	defer three.Down(context.Background(), time.Minute)
+	dr, err := disasters(ctx, three, cli)
+	if err != nil {
+		return fmt.Errorf("restore and recover: %w", err)
+	}
 	start = time.Now()
 	j, err := three.Add(ctx)
 	if err != nil {
@@ -117,5 +127,6 @@ func run(img, sysroot string, mem int) error {
 		f.failover.Round(10*time.Millisecond), f.failover.Seconds()/electionTimeout.Seconds(), f.acked, f.check)
 	fmt.Printf("wiped node, start until it votes again:         %s (%.2fx the plain start above)\n", f.wiped.Round(100*time.Millisecond), f.wiped.Seconds()/tStart.Seconds())
 	fmt.Printf("cold start of 3 (down, up), until 3 voters:     %s (%.2fx the 1-node up)\n", f.cold.Round(100*time.Millisecond), f.cold.Seconds()/t1.Seconds())
+	dr.print()
 	return nil
 }
