@@ -20,8 +20,13 @@ import (
 // API's status shows it. It never acts: only the operator knows whether
 // the silent members are gone for good (DESIGN §5).
 const (
+	quorumLogEvery = 5 * time.Minute
+)
+
+// quorumLossBound and quorumPoll are variables for the test hooks
+// (ETCDBOX_TEST_QUORUM_BOUND): a container test cannot wait 45s per loss.
+var (
 	quorumLossBound = 45 * time.Second
-	quorumLogEvery  = 5 * time.Minute
 	quorumPoll      = 5 * time.Second
 )
 
@@ -41,13 +46,16 @@ func (n *node) setQuorum(q nodeapi.Quorum) {
 // watchQuorum runs the quorum watch until ctx ends.
 func (n *node) watchQuorum(ctx context.Context) {
 	var (
-		c       *clientv3.Client
-		last    *supervise.Supervisor
-		served  = time.Now()
-		lost    bool
-		logged  time.Time
-		t       = time.NewTicker(quorumPoll)
-		resetTo = func(now time.Time) {
+		c      *clientv3.Client
+		last   *supervise.Supervisor
+		served = time.Now()
+		lost   bool
+		logged time.Time
+		// directed: the seed's recovery directive was followed (once
+		// per boot).
+		directed bool
+		t        = time.NewTicker(quorumPoll)
+		resetTo  = func(now time.Time) {
 			if lost {
 				n.log.Printf("quorum: regained (or no longer a voter)")
 			}
@@ -103,6 +111,13 @@ func (n *node) watchQuorum(ctx context.Context) {
 			n.log.Printf("quorum lost: member %s has served no linearizable read for %s; nodes answering: %s; silent: %s. Nothing is done by itself. If the silent members are gone for good, recover with: %s",
 				n.name, now.Sub(served).Round(time.Second), listOrNone(q.Answering), listOrNone(q.Silent), q.Command)
 			logged = now
+		}
+		if !lost && !directed {
+			// The operator's directive, given ahead in the seed.
+			directed = true
+			lost = true
+			n.followDirective(ctx)
+			continue
 		}
 		lost = true
 	}

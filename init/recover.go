@@ -123,11 +123,8 @@ func (n *node) recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi
 	}
 	dec, msg, err := recovery.Check(rec, req, n.name, want)
 	if err != nil {
-		if errors.Is(err, recovery.ErrRefused) {
-			err = fmt.Errorf("%w: %w", server.ErrRefused, err)
-		}
 		n.log.Printf("recover: %v", err)
-		return nodeapi.Recovery{}, err
+		return nodeapi.Recovery{}, refused(err)
 	}
 	switch dec {
 	case recovery.NoOp:
@@ -206,6 +203,30 @@ func (n *node) dataAside(rec *nodeapi.Recovery) error {
 		return err
 	}
 	return nil
+}
+
+// followDirective runs the seed's recovery directive, if it names this
+// node, once the quorum watch has seen the quorum lost: the operator's
+// explicit word, given ahead, bound to the cluster and member its token
+// names. A directive for another node, for another cluster, or already
+// carried out changes nothing, and says so. It runs once per boot.
+func (n *node) followDirective(ctx context.Context) {
+	d := n.seed.Recovery
+	if d == nil {
+		return
+	}
+	if d.Survivor != n.name {
+		n.log.Printf("recover: the seed's recovery directive names %s as the survivor, not this node: nothing to do here", d.Survivor)
+		return
+	}
+	n.log.Printf("recover: the quorum is lost and the seed's recovery directive names this node (token %s)", d.Token)
+	rec, err := n.recover(ctx, nodeapi.RecoverRequest{Survivor: d.Survivor, Token: d.Token})
+	switch {
+	case err != nil:
+		n.log.Printf("recover: the seed's recovery directive is not carried out: %v", err)
+	case rec.NoOp:
+		n.log.Printf("recover: the seed's recovery directive is a no-op: %s", rec.Message)
+	}
 }
 
 // runRecovery takes rec from its phase to restored, saving each phase

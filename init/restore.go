@@ -33,12 +33,19 @@ func (a *apiNode) ReceiveSnapshot(ctx context.Context, token string, r io.Reader
 	return a.n.receiveSnapshot(token, r)
 }
 
+// refused marks recovery's refusals as the node API's (409), keeping
+// their text as it is.
 func refused(err error) error {
 	if errors.Is(err, recovery.ErrRefused) {
-		return fmt.Errorf("%w: %w", server.ErrRefused, err)
+		return refusal{err}
 	}
 	return err
 }
+
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error        { return r.error }
+func (r refusal) Is(target error) bool { return target == server.ErrRefused }
 
 func (n *node) restoreStep(ctx context.Context, req nodeapi.RestoreRequest) (nodeapi.Recovery, error) {
 	n.recoverMu.Lock()

@@ -41,7 +41,16 @@ const (
 // test reads the init's survival from its log.
 const panicEnv = "ETCDBOX_TEST_PANIC"
 
+// quorumBoundEnv shortens the quorum watch's bound (and its poll, to a
+// fifth of it): ETCDBOX_TEST_QUORUM_BOUND=3s.
+const quorumBoundEnv = "ETCDBOX_TEST_QUORUM_BOUND"
+
 func init() {
+	if v := os.Getenv(quorumBoundEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			quorumLossBound, quorumPoll = d, d/5
+		}
+	}
 	if names := os.Getenv(panicEnv); names != "" {
 		var mu sync.Mutex
 		panicked := map[string]bool{}

@@ -66,6 +66,8 @@ func TestParseBad(t *testing.T) {
 			want: map[string]string{"backup.push.repository": `"registry.example:5000": want host[:port]/path, the path in lower case, without a tag or digest`, "backup.push": "username and password: give both or neither"}},
 		{name: "backup push with a scheme and a tag", yaml: "cluster: demo\nbackup: {push: {repository: 'https://registry.example/backups:v1'}}\n" + issuing,
 			want: map[string]string{"backup.push.repository": `"https://registry.example/backups:v1": want host[:port]/path, without a scheme`}},
+		{name: "recovery directive without a survivor, and a bad token", yaml: "cluster: demo\nrecovery: {token: 'recover-xyz'}\n" + issuing,
+			want: map[string]string{"recovery.survivor": `"": want the surviving node's name`, "recovery.token": "want recover-<cluster ID>-<member ID> in hex"}},
 		{name: "backup push without a repository", yaml: "cluster: demo\nbackup: {push: {insecure: true}}\n" + issuing,
 			want: map[string]string{"backup.push.repository": "required: the OCI repository backups are pushed to (host[:port]/path)"}},
 		{name: "bad upgrade settings", yaml: "cluster: demo\nupgrade: {registries: [\"https://r.example.com\", r.example.com/etcdbox, \"r:\"], insecureRegistries: [nohost], tries: 12, settleSeconds: 90, gateSeconds: 60}\n" + issuing,

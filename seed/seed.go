@@ -34,6 +34,21 @@ type Seed struct {
 	API       API       `json:"api,omitzero"`
 	Upgrade   Upgrade   `json:"upgrade,omitzero"`
 	Backup    Backup    `json:"backup,omitzero"`
+	// Recovery is the operator's quorum-loss recovery directive: the
+	// named survivor runs etcdbox recover's recovery by itself once its
+	// quorum watch sees the quorum lost, with this one-time token, bound
+	// to the cluster and member it names. Once done (or for any other
+	// cluster) the directive is a no-op that says so.
+	Recovery *Recovery `json:"recovery,omitempty"`
+}
+
+// Recovery is a quorum-loss recovery directive.
+type Recovery struct {
+	// Survivor is the node that becomes the new cluster.
+	Survivor string `json:"survivor"`
+	// Token is the survivor's recovery token, as etcdbox status shows it:
+	// recover-<cluster ID>-<member ID>.
+	Token string `json:"token"`
 }
 
 // Discovery says how a node finds its peers: DNS SRV records or a static

@@ -38,6 +38,14 @@ func (s *Seed) Validate() error {
 	p.upgrade(&s.Upgrade)
 	p.etcd(&s.Etcd)
 	p.backup(&s.Backup)
+	if r := s.Recovery; r != nil {
+		if !ValidName(r.Survivor) {
+			p.add("recovery.survivor", "%q: want the surviving node's name (%s)", r.Survivor, NameRule)
+		}
+		if !recoveryTokenRE.MatchString(r.Token) {
+			p.add("recovery.token", "want recover-<cluster ID>-<member ID> in hex, as the survivor's etcdbox status shows it")
+		}
+	}
 	client, peer, api := or(s.Etcd.ClientPort, DefaultClientPort), or(s.Etcd.PeerPort, DefaultPeerPort), or(s.API.Port, DefaultAPIPort)
 	if client == peer {
 		p.add("etcd", "clientPort and peerPort are both %d", client)
@@ -332,6 +340,9 @@ func (p *problems) etcd(e *Etcd) {
 		p.add("etcd.quotaBackendBytes", "%d: want %d (64 MiB) to %d (64 GiB), or unset to size it to DATA", q, int64(MinQuotaBackendBytes), int64(MaxQuotaBackendBytes))
 	}
 }
+
+// recoveryTokenRE is nodeapi.RecoveryToken's form.
+var recoveryTokenRE = regexp.MustCompile(`^recover-[0-9a-f]{1,16}-[0-9a-f]{1,16}$`)
 
 func (p *problems) backup(b *Backup) {
 	if i := b.Interval; i != "" && i != "0" {
