@@ -170,6 +170,8 @@ func (n *node) boot(ctx context.Context) error {
 	}{
 		// Tell when this node's member has lost its quorum (quorum.go).
 		{"quorum watch", n.watchQuorum},
+		// Clear NOSPACE, when the seed allows it (maintain.go).
+		{"maintenance", n.autoMaintain},
 		// Print "etcdbox: etcd ready" once etcd serves.
 		{"ready watch", n.watchReady},
 		// The cluster's scheduled backups, while this node holds their

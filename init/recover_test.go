@@ -97,11 +97,17 @@ func TestContainerRecoverDirective(t *testing.T) {
 // setDirective rewrites n's seed with the recovery directive d.
 func setDirective(t *testing.T, c *cluster, n *cnode, d *seed.Recovery) {
 	t.Helper()
+	editSeed(t, n, func(s *seed.Seed) { s.Recovery = d })
+}
+
+// editSeed rewrites n's seed as edit changes it.
+func editSeed(t *testing.T, n *cnode, edit func(*seed.Seed)) {
+	t.Helper()
 	b, err := os.ReadFile(n.seed)
 	require.NoError(t, err)
 	s, err := seed.Parse(b)
 	require.NoError(t, err)
-	s.Recovery = d
+	edit(s)
 	out, err := s.Marshal()
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(n.seed, out, 0o600))

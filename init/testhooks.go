@@ -45,10 +45,19 @@ const panicEnv = "ETCDBOX_TEST_PANIC"
 // fifth of it): ETCDBOX_TEST_QUORUM_BOUND=3s.
 const quorumBoundEnv = "ETCDBOX_TEST_QUORUM_BOUND"
 
+// maintainEnv shortens the automatic maintenance's period:
+// ETCDBOX_TEST_MAINTAIN_EVERY=2s.
+const maintainEnv = "ETCDBOX_TEST_MAINTAIN_EVERY"
+
 func init() {
 	if v := os.Getenv(quorumBoundEnv); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			quorumLossBound, quorumPoll = d, d/5
+		}
+	}
+	if v := os.Getenv(maintainEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			maintainEvery = d
 		}
 	}
 	if names := os.Getenv(panicEnv); names != "" {

@@ -130,6 +130,12 @@ type Etcd struct {
 	// to its DATA partition: 40% of it, at most 8 GiB, so that the disk
 	// keeps room for the WAL, snapshots and a defragmentation's copy.
 	QuotaBackendBytes int64 `json:"quotaBackendBytes,omitempty"`
+	// AutoMaintain lets the nodes clear a NOSPACE alarm by themselves, as
+	// etcdbox maintain does (compact, defragment one member at a time,
+	// disarm once there is headroom): the leader's node, checking every
+	// minute. Off by default: then only the operator's maintain does. A
+	// CORRUPT alarm is never cleared by itself.
+	AutoMaintain bool `json:"autoMaintain,omitempty"`
 }
 
 // Limits of etcd's settings in the seed.
