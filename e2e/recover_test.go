@@ -34,7 +34,14 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	defer cancel()
 	start := time.Now()
 	oldCluster := clusterIDOf(ctx, t, c, "n3")
-	w := startWriter(t, c)
+	// The writer goes through n2 and n3 only: its final reads must not
+	// wait on n1, which dies.
+	tc, err := c.TLS()
+	require.NoError(t, err)
+	n2node, _ := c.Node("n2")
+	n3node, _ := c.Node("n3")
+	w, err := kvwriter.Start([]string{n2node.Endpoint(), n3node.Endpoint()}, tc)
+	require.NoError(t, err)
 	waitAcked(ctx, t, w, time.Now(), "the writer")
 	require.NoError(t, c.Kill(ctx, "n1"))
 	killed := time.Now()
