@@ -116,6 +116,9 @@ func (n *node) recover(ctx context.Context, req nodeapi.RecoverRequest) (nodeapi
 	if err != nil {
 		return nodeapi.Recovery{}, err
 	}
+	if req.Rejoin {
+		return n.rejoin(ctx, rec, req)
+	}
 	cluster, id := n.identity()
 	want := ""
 	if cluster != "" {
@@ -205,6 +208,60 @@ func (n *node) dataAside(rec *nodeapi.Recovery) error {
 	return nil
 }
 
+// rejoin moves this node's data aside and joins the survivor's new
+// cluster, when that data is a member of the cluster the recovery
+// replaced and its member has no quorum (a member that serves is never
+// moved).
+func (n *node) rejoin(ctx context.Context, rec nodeapi.Recovery, req nodeapi.RecoverRequest) (nodeapi.Recovery, error) {
+	cluster, _ := n.identity()
+	dec, msg, err := recovery.CheckRejoin(rec, req, n.name, cluster)
+	if err != nil {
+		n.log.Printf("recover: rejoin: %v", err)
+		return nodeapi.Recovery{}, refused(err)
+	}
+	switch dec {
+	case recovery.NoOp:
+		n.log.Printf("recover: rejoin: %s", msg)
+		out := rec
+		out.NoOp, out.Message = true, msg
+		return out, nil
+	case recovery.Start:
+		if n.supervisor() != nil {
+			if c, err := n.localMember().client(); err == nil {
+				serves := ready(ctx, c) == nil
+				c.Close()
+				if serves {
+					return nodeapi.Recovery{}, fmt.Errorf("%w: this node's member serves linearizable reads: it has a quorum, and is not moved", server.ErrRefused)
+				}
+			}
+		}
+		now := time.Now().UTC()
+		rec = nodeapi.Recovery{Op: nodeapi.OpRecover, Role: nodeapi.RestoreRejoin, Token: req.Token, From: cluster, Started: now, Updated: now}
+		n.log.Printf("recover: rejoin: this node's member of cluster %s, which recovery %s replaced, moves its data aside and joins the new cluster", cluster, req.Token)
+	case recovery.Resume:
+		n.log.Printf("recover: rejoin: %s", msg)
+	}
+	if !recovery.Reached(rec, nodeapi.RecoveryFenced) {
+		if err := n.advance(&rec, nodeapi.RecoveryFenced); err != nil {
+			return rec, err
+		}
+	}
+	if !recovery.Reached(rec, nodeapi.RecoveryRestored) {
+		if err := n.stopLifecycle(); err != nil {
+			return rec, err
+		}
+		if err := n.dataAside(&rec); err != nil {
+			return rec, err
+		}
+		if err := n.advance(&rec, nodeapi.RecoveryRestored); err != nil {
+			return rec, err
+		}
+	}
+	n.ensureLifecycle()
+	rec.Message = "the data is moved aside; the node joins the new cluster as a learner"
+	return rec, nil
+}
+
 // followDirective runs the seed's recovery directive, if it names this
 // node, once the quorum watch has seen the quorum lost: the operator's
 // explicit word, given ahead, bound to the cluster and member its token
@@ -284,6 +341,16 @@ func (n *node) startLifecycle(ctx context.Context) {
 	n.mu.Lock()
 	n.lifecycleStop = func() <-chan struct{} { cancel(); return done }
 	n.mu.Unlock()
+}
+
+// ensureLifecycle starts the member lifecycle unless it runs.
+func (n *node) ensureLifecycle() {
+	n.mu.Lock()
+	running := n.lifecycleStop != nil
+	n.mu.Unlock()
+	if !running {
+		n.startLifecycle(n.ctx)
+	}
 }
 
 // stopLifecycle stops the member lifecycle and etcd, and returns once etcd

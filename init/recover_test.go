@@ -19,7 +19,8 @@ import (
 // quorum watch bound of 3s (the test hooks): n1 says the quorum is lost,
 // follows the directive, keeps its database, and serves every key as the
 // one member of a new cluster. n2 started on its old data is refused and
-// keeps it. A directive with a token of another cluster is refused.
+// keeps it, until it is asked to rejoin: then it moves its data aside and
+// joins. A directive with a token of another cluster is refused.
 func TestContainerRecoverDirective(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "n1", "n2")
@@ -92,6 +93,30 @@ func TestContainerRecoverDirective(t *testing.T) {
 	defer cancel()
 	_, err = c.client(n2).Status(sctx, n2.endpoint())
 	assert.Error(t, err, "n2's etcd does not run on the old data")
+
+	// Asked to rejoin (as etcdbox recover asks every node that answers),
+	// n2 moves its data aside and joins the new cluster; asked again, it
+	// says there is nothing to do.
+	a2, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n2.apiPort), c.pkiDir)
+	require.NoError(t, err)
+	defer a2.Close()
+	rj := nodeapi.RecoverRequest{Survivor: "n1", Token: token, Rejoin: true}
+	rc, err := a2.Recover(ctx, rj)
+	require.NoError(t, err)
+	assert.False(t, rc.NoOp, rc.Message)
+	assert.DirExists(t, rc.Aside, "n2's old data is kept aside")
+	c.voters(only, 2, 2*time.Minute)
+	waitDone(t, a2)
+	r, err = c.client(n2).Get(ctx, "kept")
+	require.NoError(t, err)
+	assert.Len(t, r.Kvs, 1, "n2 serves the survivor's key")
+	rc, err = a2.Recover(ctx, rj)
+	require.NoError(t, err)
+	assert.True(t, rc.NoOp)
+	assert.Contains(t, rc.Message, "nothing to do")
+	// The survivor refuses to rejoin.
+	_, err = a1.Recover(ctx, rj)
+	assert.ErrorContains(t, err, "this node is the survivor")
 }
 
 // setDirective rewrites n's seed with the recovery directive d.

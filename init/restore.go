@@ -108,12 +108,7 @@ func (n *node) restoreStep(ctx context.Context, req nodeapi.RestoreRequest) (nod
 			}
 		}
 	}
-	n.mu.Lock()
-	running := n.lifecycleStop != nil
-	n.mu.Unlock()
-	if !running {
-		n.startLifecycle(n.ctx)
-	}
+	n.ensureLifecycle()
 	return rec, nil
 }
 

@@ -127,6 +127,10 @@ const (
 type RecoverRequest struct {
 	Survivor string `json:"survivor"`
 	Token    string `json:"token"`
+	// Rejoin asks a node other than the survivor, whose data is a member
+	// of the cluster the token recovered from, to move that data aside
+	// and join the survivor's new cluster as a learner.
+	Rejoin bool `json:"rejoin,omitempty"`
 }
 
 // Restore steps (RestoreRequest.Step), in the order the CLI takes them:

@@ -30,9 +30,11 @@ survivor NODE keeps a verified copy of its database in its state/recovery/,
 moves its data dir aside (kept), and restores the copy as the one member of
 a new cluster, with a new cluster ID and its revision bumped by 1e9 and
 marked compacted (watchers read again; revisions never go back). Nodes with
-empty disks then join it as learners and are promoted. A member of the old
-cluster that comes back with its data is refused, and keeps its data: give
-it an empty disk to join.
+empty disks then join it as learners and are promoted; every other node
+that answers and holds a member of the old cluster (without a quorum) moves
+its data aside (kept) and joins too. A member of the old cluster that comes
+back later with its data is refused, and keeps its data: run the same
+command again to have it move its data aside and join.
 
 Nothing does this by itself: a node that has lost its quorum says so in its
 log and in etcdbox status, with this command. Run it only once the silent
@@ -154,7 +156,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 	}
 	if rc.NoOp {
 		fmt.Fprintf(out, "%s: %s\n", survivor, rc.Message)
-		return nil
+		return rejoinOthers(ctx, out, req, results, pkiDir)
 	}
 	fmt.Fprintf(out, "%s: recovery %s: phase %s; cluster %s is left behind\n", survivor, rc.Token, rc.Phase, rc.From)
 	fmt.Fprintf(out, "%s: the survivor's database (revision %d) is kept as %s; its old data dir as %s\n", survivor, rc.Revision, rc.Snapshot, orDefault(rc.Aside, "-"))
@@ -163,7 +165,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 		st, err := c.Status(ctx)
 		if err == nil && st.Member.Healthy && st.Recovery.Phase == nodeapi.RecoveryDone {
 			fmt.Fprintf(out, "%s: serves as the one voter of cluster %s (revisions start %d above %d); nodes with empty disks join it as learners\n", survivor, st.Recovery.To, rc.Bump, rc.Revision)
-			return nil
+			return rejoinOthers(ctx, out, req, results, pkiDir)
 		}
 		select {
 		case <-ctx.Done():
@@ -171,4 +173,38 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 		case <-time.After(time.Second): // poll interval, bounded by ctx
 		}
 	}
+}
+
+// rejoinOthers asks every other node that answered to rejoin: one whose
+// data is a member of the recovered cluster moves it aside and joins the
+// new cluster as a learner; the others say there is nothing to do.
+func rejoinOthers(ctx context.Context, out io.Writer, req nodeapi.RecoverRequest, results []statusResult, pkiDir string) error {
+	var targets []statusTarget
+	for _, r := range results {
+		if r.err == nil && r.status.Name != req.Survivor {
+			targets = append(targets, statusTarget{name: orDefault(r.status.Name, r.target.name), endpoint: r.target.endpoint})
+		}
+	}
+	rejoin := req
+	rejoin.Rejoin = true
+	msgs := make([]string, len(targets))
+	errs := askEach(ctx, targets, pkiDir, time.Minute, func(ctx context.Context, i int, c *nodeapi.Client) error {
+		rc, err := c.Recover(ctx, rejoin)
+		if err == nil {
+			msgs[i] = rc.Message
+		}
+		return err
+	})
+	var failed []string
+	for i, t := range targets {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", t.name, errs[i]))
+			continue
+		}
+		fmt.Fprintf(out, "%s: %s\n", t.name, msgs[i])
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("the survivor is recovered, but not every other node could rejoin (the same command asks them again): %s", strings.Join(failed, "; "))
+	}
+	return nil
 }

@@ -154,7 +154,7 @@ func Decide(f Facts) Plan {
 
 	if f.HasData {
 		if f.Reachable && f.DataCluster != "" && f.PeerClusterID != "" && f.DataCluster != f.PeerClusterID {
-			return wait(fmt.Sprintf("refused: this node's data is a member of cluster %s, but the peers run cluster %s (a recovery or a restore replaced it); etcd does not start and the data stays in place. To join cluster %s, give this node an empty disk: it then joins as a learner", f.DataCluster, f.PeerClusterID, f.PeerClusterID))
+			return wait(fmt.Sprintf("refused: this node's data is a member of cluster %s, but the peers run cluster %s (a recovery or a restore replaced it); etcd does not start and the data stays in place. To join cluster %s, run the etcdbox recover (or restore) that made it again, which has this node move its data aside, or give this node an empty disk: it then joins as a learner", f.DataCluster, f.PeerClusterID, f.PeerClusterID))
 		}
 		if f.RemovedFromCluster {
 			switch {

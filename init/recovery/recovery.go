@@ -46,6 +46,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/backup"
@@ -110,6 +111,41 @@ func Check(rec nodeapi.Recovery, req nodeapi.RecoverRequest, self, want string) 
 	}
 	if req.Token != want {
 		return 0, "", fmt.Errorf("%w: token %s is not this node's: it is a member of the cluster token %s names; ask its status again", ErrRefused, req.Token, want)
+	}
+	return Start, "", nil
+}
+
+// TokenCluster returns the cluster ID a recovery token recovers from.
+func TokenCluster(token string) (string, bool) {
+	rest, ok := strings.CutPrefix(token, "recover-")
+	if !ok {
+		return "", false
+	}
+	cluster, member, ok := strings.Cut(rest, "-")
+	return cluster, ok && cluster != "" && member != ""
+}
+
+// CheckRejoin decides what a rejoin request does on a node other than
+// the survivor, whose recorded operation is rec and whose member data is
+// of cluster (hex, "" when it has none): it moves its data aside and
+// joins only when that data is of the cluster the token recovered from.
+func CheckRejoin(rec nodeapi.Recovery, req nodeapi.RecoverRequest, self, cluster string) (Decision, string, error) {
+	from, ok := TokenCluster(req.Token)
+	switch {
+	case req.Survivor == self:
+		return 0, "", fmt.Errorf("%w: this node is the survivor; it does not rejoin", ErrRefused)
+	case !ok:
+		return 0, "", fmt.Errorf("%w: token %q is not a recovery token (recover-<cluster ID>-<member ID>)", ErrRefused, req.Token)
+	case rec.Token == req.Token && rec.Phase == nodeapi.RecoveryDone:
+		return NoOp, fmt.Sprintf("this node rejoined after recovery %s on %s; nothing to do", rec.Token, rec.Updated.UTC().Format(time.RFC3339)), nil
+	case rec.Token == req.Token:
+		return Resume, fmt.Sprintf("resuming the rejoin after recovery %s from phase %s", rec.Token, rec.Phase), nil
+	case rec.Token != "" && rec.Phase != nodeapi.RecoveryDone:
+		return 0, "", fmt.Errorf("%w: %s %s is under way (phase %s); repeat its command to finish it", ErrRefused, opName(rec), short(rec.Token), rec.Phase)
+	case cluster == "":
+		return NoOp, "this node holds no member of a known cluster: it joins the new cluster by itself", nil
+	case cluster != from:
+		return NoOp, fmt.Sprintf("this node's member is of cluster %s, not of cluster %s that recovery %s replaced; nothing to do", cluster, from, req.Token), nil
 	}
 	return Start, "", nil
 }

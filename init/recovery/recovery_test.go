@@ -115,3 +115,44 @@ func TestCheckRestore(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckRejoin(t *testing.T) {
+	tok := nodeapi.RecoveryToken("c0ffee", "beef")
+	req := nodeapi.RecoverRequest{Survivor: "n3", Token: tok, Rejoin: true}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		rec     nodeapi.Recovery
+		req     nodeapi.RecoverRequest
+		cluster string
+		dec     Decision
+		msg     string
+		wantErr string
+	}{
+		{"a member of the recovered cluster", nodeapi.Recovery{}, req, "c0ffee", Start, "", ""},
+		{"a member of the new cluster", nodeapi.Recovery{}, req, "abc", NoOp, "this node's member is of cluster abc, not of cluster c0ffee that recovery " + tok + " replaced; nothing to do", ""},
+		{"no member data", nodeapi.Recovery{}, req, "", NoOp, "this node holds no member of a known cluster: it joins the new cluster by itself", ""},
+		{"the survivor", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n1", Token: tok, Rejoin: true}, "c0ffee", 0, "", "this node is the survivor"},
+		{"not a recovery token", nodeapi.Recovery{}, nodeapi.RecoverRequest{Survivor: "n3", Token: "restore-x", Rejoin: true}, "c0ffee", 0, "", "is not a recovery token"},
+		{"interrupted: resumed", nodeapi.Recovery{Token: tok, Role: nodeapi.RestoreRejoin, Phase: nodeapi.RecoveryFenced}, req, "c0ffee", Resume, "resuming the rejoin after recovery " + tok + " from phase fenced", ""},
+		{"done: a no-op", nodeapi.Recovery{Token: tok, Role: nodeapi.RestoreRejoin, Phase: nodeapi.RecoveryDone, Updated: at}, req, "abc", NoOp, "this node rejoined after recovery " + tok + " on 2030-01-02T03:04:05Z; nothing to do", ""},
+		{"a restore under way", nodeapi.Recovery{Op: nodeapi.OpRestore, Token: "restore-ab", Phase: nodeapi.RecoveryFenced}, req, "c0ffee", 0, "", "restore restore-ab is under way"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dec, msg, err := CheckRejoin(tt.rec, tt.req, "n1", tt.cluster)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.ErrorIs(t, err, ErrRefused)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.dec, dec)
+			assert.Equal(t, tt.msg, msg)
+		})
+	}
+	c, ok := TokenCluster(tok)
+	assert.True(t, ok)
+	assert.Equal(t, "c0ffee", c)
+}
