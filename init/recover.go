@@ -299,9 +299,12 @@ func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
 		}
 	}
 	// Fenced: etcd stops and, while the record says so, never starts
-	// again, across reboots too (startLifecycle).
-	if err := n.stopLifecycle(); err != nil {
-		return err
+	// again, across reboots too (startLifecycle). A recovery resumed
+	// once restored leaves the new member running.
+	if !recovery.Reached(*rec, nodeapi.RecoveryRestored) {
+		if err := n.stopLifecycle(); err != nil {
+			return err
+		}
 	}
 	if !recovery.Reached(*rec, nodeapi.RecoverySaved) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -322,7 +325,7 @@ func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
 			return err
 		}
 	}
-	n.startLifecycle(n.ctx)
+	n.ensureLifecycle()
 	return nil
 }
 
