@@ -190,6 +190,33 @@ func (n *node) restoreAsNew(rec *nodeapi.Recovery, snap string) error {
 	return n.advance(rec, nodeapi.RecoveryRestored)
 }
 
+// fence records rec as fenced, once, and keeps etcd stopped until rec is
+// restored: startLifecycle starts no member while the record says so,
+// across reboots too.
+func (n *node) fence(rec *nodeapi.Recovery) error {
+	if !recovery.Reached(*rec, nodeapi.RecoveryFenced) {
+		if err := n.advance(rec, nodeapi.RecoveryFenced); err != nil {
+			return err
+		}
+	}
+	if recovery.Reached(*rec, nodeapi.RecoveryRestored) {
+		return nil
+	}
+	return n.stopLifecycle()
+}
+
+// asideToJoin moves the data dir aside and records rec restored, once:
+// the member lifecycle then joins the new cluster as a learner.
+func (n *node) asideToJoin(rec *nodeapi.Recovery) error {
+	if recovery.Reached(*rec, nodeapi.RecoveryRestored) {
+		return nil
+	}
+	if err := n.dataAside(rec); err != nil {
+		return err
+	}
+	return n.advance(rec, nodeapi.RecoveryRestored)
+}
+
 // dataAside moves the data dir aside (kept, in state/removed-*) and
 // forgets the old member's identity: the new one is recorded once it
 // serves.
@@ -241,21 +268,11 @@ func (n *node) rejoin(ctx context.Context, rec nodeapi.Recovery, req nodeapi.Rec
 	case recovery.Resume:
 		n.log.Printf("recover: rejoin: %s", msg)
 	}
-	if !recovery.Reached(rec, nodeapi.RecoveryFenced) {
-		if err := n.advance(&rec, nodeapi.RecoveryFenced); err != nil {
-			return rec, err
-		}
+	if err := n.fence(&rec); err != nil {
+		return rec, err
 	}
-	if !recovery.Reached(rec, nodeapi.RecoveryRestored) {
-		if err := n.stopLifecycle(); err != nil {
-			return rec, err
-		}
-		if err := n.dataAside(&rec); err != nil {
-			return rec, err
-		}
-		if err := n.advance(&rec, nodeapi.RecoveryRestored); err != nil {
-			return rec, err
-		}
+	if err := n.asideToJoin(&rec); err != nil {
+		return rec, err
 	}
 	n.ensureLifecycle()
 	rec.Message = "the data is moved aside; the node joins the new cluster as a learner"
@@ -293,18 +310,9 @@ func (n *node) runRecovery(ctx context.Context, rec *nodeapi.Recovery) error {
 	db := filepath.Join(self.DataDir, "member", "snap", "db")
 	dir := n.recoveryDir()
 	snap := filepath.Join(dir, rec.Token+".db")
-	if !recovery.Reached(*rec, nodeapi.RecoveryFenced) {
-		if err := n.advance(rec, nodeapi.RecoveryFenced); err != nil {
-			return err
-		}
-	}
-	// Fenced: etcd stops and, while the record says so, never starts
-	// again, across reboots too (startLifecycle). A recovery resumed
-	// once restored leaves the new member running.
-	if !recovery.Reached(*rec, nodeapi.RecoveryRestored) {
-		if err := n.stopLifecycle(); err != nil {
-			return err
-		}
+	// A recovery resumed once restored leaves the new member running.
+	if err := n.fence(rec); err != nil {
+		return err
 	}
 	if !recovery.Reached(*rec, nodeapi.RecoverySaved) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -72,16 +72,8 @@ func (n *node) restoreStep(ctx context.Context, req nodeapi.RestoreRequest) (nod
 	case recovery.Resume:
 		n.log.Printf("restore: %s", msg)
 	}
-	if !recovery.Reached(rec, nodeapi.RecoveryFenced) {
-		if err := n.advance(&rec, nodeapi.RecoveryFenced); err != nil {
-			return rec, err
-		}
-	}
-	if !recovery.Reached(rec, nodeapi.RecoveryRestored) {
-		// Fenced until the restore goes on, across reboots too.
-		if err := n.stopLifecycle(); err != nil {
-			return rec, err
-		}
+	if err := n.fence(&rec); err != nil {
+		return rec, err
 	}
 	switch req.Step {
 	case nodeapi.RestoreFence:
@@ -99,13 +91,8 @@ func (n *node) restoreStep(ctx context.Context, req nodeapi.RestoreRequest) (nod
 		}
 	case nodeapi.RestoreRejoin:
 		rec.Role = nodeapi.RestoreRejoin
-		if !recovery.Reached(rec, nodeapi.RecoveryRestored) {
-			if err := n.dataAside(&rec); err != nil {
-				return rec, err
-			}
-			if err := n.advance(&rec, nodeapi.RecoveryRestored); err != nil {
-				return rec, err
-			}
+		if err := n.asideToJoin(&rec); err != nil {
+			return rec, err
 		}
 	}
 	n.ensureLifecycle()
