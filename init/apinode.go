@@ -17,6 +17,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/backup"
 	"github.com/etcdbox/etcdbox/init/recovery"
 	"github.com/etcdbox/etcdbox/init/slot"
+	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/pki"
@@ -26,7 +27,7 @@ import (
 
 // serveAPI starts the node API on the seed's api.port (DESIGN §8).
 func (n *node) serveAPI(context.Context) error {
-	srv, err := server.New(server.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n}, Log: n.limited.Printf})
+	srv, err := server.New(server.Config{PKIDir: n.pkiDir(), Node: &apiNode{n: n, agent: n.upgradeAgent()}, Log: n.limited.Printf})
 	if err != nil {
 		return err
 	}
@@ -47,10 +48,8 @@ func (n *node) serveAPI(context.Context) error {
 
 // apiNode answers the node API for the init.
 type apiNode struct {
-	n *node
-
-	mu       sync.Mutex
-	progress nodeapi.UpgradeProgress
+	n     *node
+	agent *upgrade.Agent
 
 	snapMu sync.Mutex // one snapshot at a time
 }

@@ -1,4 +1,4 @@
-package main
+package upgrade
 
 import (
 	"os"
@@ -23,7 +23,7 @@ func TestStagingChecksSignatures(t *testing.T) {
 	require.NoError(t, err)
 	otherPriv, _, err := imagesig.GenerateKey()
 	require.NoError(t, err)
-	a.n.seed.Upgrade.TrustedKeys = []string{string(trustedPub)}
+	a.Seed.TrustedKeys = []string{string(trustedPub)}
 	sign := func(ref string, keyPEM []byte) {
 		t.Helper()
 		k, err := imagesig.ParsePrivateKey(keyPEM)
@@ -34,7 +34,7 @@ func TestStagingChecksSignatures(t *testing.T) {
 	}
 	espFiles := func() []string {
 		var files []string
-		root := string(a.n.esp)
+		root := string(a.ESP)
 		require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				files = append(files, p)
@@ -56,7 +56,7 @@ func TestStagingChecksSignatures(t *testing.T) {
 		if tt.signer != nil {
 			sign(ref, tt.signer)
 		}
-		require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+		require.NoError(t, a.Stage(t.Context(), ref, false))
 		p := waitPhase(t, a)
 		require.Equal(t, nodeapi.PhaseFailed, p.Phase)
 		assert.Contains(t, p.Error, tt.reason)
@@ -64,10 +64,10 @@ func TestStagingChecksSignatures(t *testing.T) {
 	}
 
 	sign(ref, trustedPriv)
-	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	require.NoError(t, a.Stage(t.Context(), ref, false))
 	p := waitPhase(t, a)
 	require.Equal(t, nodeapi.PhaseStaged, p.Phase, "error: %s", p.Error)
-	got, err := a.n.esp.ReadFile("etcdbox/b/initrd")
+	got, err := a.ESP.ReadFile("etcdbox/b/initrd")
 	require.NoError(t, err)
 	assert.Equal(t, "signed initrd", string(got))
 }

@@ -1,4 +1,4 @@
-package main
+package upgrade
 
 import (
 	"archive/tar"
@@ -23,12 +23,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
-	"github.com/etcdbox/etcdbox/seed"
 )
 
 // agentRegistry is go-containerregistry's registry on loopback, counting
@@ -77,9 +75,9 @@ func (r *agentRegistry) push(t *testing.T, kernel, initrd string) string {
 	return r.host + "/etcdbox@" + d.String()
 }
 
-// agentNode is a node booted from slot a of a fresh builder ESP, whose
-// seed allows reg.
-func agentNode(t *testing.T, reg *agentRegistry) *apiNode {
+// agentNode is the agent of a node booted from slot a of a fresh builder
+// ESP, whose seed allows reg.
+func agentNode(t *testing.T, reg *agentRegistry) *Agent {
 	dir := t.TempDir()
 	files := map[string]string{
 		"loader/entries/etcdbox-a.conf": "title etcdbox (slot a)\nversion 1\nsort-key etcdbox\nlinux /etcdbox/a/vmlinuz\ninitrd /etcdbox/a/initrd\noptions console=ttyS0 panic=10 etcdbox.slot=a\n",
@@ -90,19 +88,19 @@ func agentNode(t *testing.T, reg *agentRegistry) *apiNode {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(data), 0o644))
 	}
-	n := &node{log: console.New(), esp: slot.Dir(dir), seed: &seed.Seed{}, cmdline: map[string]string{"etcdbox.slot": "a"}}
-	n.seed.Upgrade.Registries = []string{reg.host}
-	n.seed.Upgrade.InsecureRegistries = []string{reg.host}
-	return &apiNode{n: n}
+	a := &Agent{ESP: slot.Dir(dir), Booted: "a", Logf: t.Logf}
+	a.Seed.Registries = []string{reg.host}
+	a.Seed.InsecureRegistries = []string{reg.host}
+	return a
 }
 
 // waitPhase waits for the agent to leave the working phases and returns
 // where it ended.
-func waitPhase(t *testing.T, a *apiNode) nodeapi.UpgradeProgress {
+func waitPhase(t *testing.T, a *Agent) nodeapi.UpgradeProgress {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p := a.Upgrade()
+		p := a.Progress()
 		if p.Phase != nodeapi.PhasePulling && p.Phase != nodeapi.PhaseWriting {
 			return p
 		}
@@ -111,9 +109,9 @@ func waitPhase(t *testing.T, a *apiNode) nodeapi.UpgradeProgress {
 	}
 }
 
-func slotB(t *testing.T, a *apiNode) slot.Slot {
+func slotB(t *testing.T, a *Agent) slot.Slot {
 	t.Helper()
-	st, err := slot.Read(a.n.esp)
+	st, err := slot.Read(a.ESP)
 	require.NoError(t, err)
 	return st.Slots["b"]
 }
@@ -130,62 +128,62 @@ func TestStageAheadAndArm(t *testing.T) {
 	other := reg.push(t, "other kernel", "other initrd")
 	ctx := t.Context()
 
-	require.NoError(t, a.StageUpgrade(ctx, ref, true))
+	require.NoError(t, a.Stage(ctx, ref, true))
 	p := waitPhase(t, a)
 	require.Equal(t, nodeapi.PhaseHeld, p.Phase, "error: %s", p.Error)
 	assert.Equal(t, int32(1), reg.pulls.Load())
 	b := slotB(t, a)
 	require.NotNil(t, b.Held)
 	assert.Nil(t, b.Entry, "held: nothing to boot in slot b")
-	st, err := slot.Read(a.n.esp)
+	st, err := slot.Read(a.ESP)
 	require.NoError(t, err)
 	assert.Equal(t, "a", st.Next(), "the next boot is still slot a")
-	got, err := a.n.esp.ReadFile("etcdbox/b/initrd")
+	got, err := a.ESP.ReadFile("etcdbox/b/initrd")
 	require.NoError(t, err)
 	assert.Equal(t, "new initrd", string(got))
 
 	// The roll asks again at the node's turn: nothing is pulled.
-	require.NoError(t, a.StageUpgrade(ctx, ref, true))
+	require.NoError(t, a.Stage(ctx, ref, true))
 	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
 	assert.Equal(t, int32(1), reg.pulls.Load(), "the held digest is not pulled again")
 
-	err = a.ArmUpgrade(ctx, other)
+	err = a.Arm(ctx, other)
 	require.ErrorIs(t, err, server.ErrRefused)
-	assert.ErrorContains(t, err, "slot b holds "+digestOf(ref)+", not "+digestOf(other))
+	assert.ErrorContains(t, err, "slot b holds "+refDigest(ref)+", not "+refDigest(other))
 	assert.NotNil(t, slotB(t, a).Held, "a refused arm leaves the slot held")
 
-	require.NoError(t, a.ArmUpgrade(ctx, ref))
-	assert.Equal(t, nodeapi.PhaseStaged, a.Upgrade().Phase)
+	require.NoError(t, a.Arm(ctx, ref))
+	assert.Equal(t, nodeapi.PhaseStaged, a.Progress().Phase)
 	b = slotB(t, a)
 	require.NotNil(t, b.Entry)
 	assert.Equal(t, slot.Trying, b.Status())
-	st, err = slot.Read(a.n.esp)
+	st, err = slot.Read(a.ESP)
 	require.NoError(t, err)
 	assert.Equal(t, "b", st.Next(), "armed: the next boot tries slot b")
-	require.NoError(t, a.ArmUpgrade(ctx, ref), "arming again is fine")
+	require.NoError(t, a.Arm(ctx, ref), "arming again is fine")
 
 	// An aborted roll left it armed; the next roll holds it again,
 	// still without pulling.
-	require.NoError(t, a.StageUpgrade(ctx, ref, true))
+	require.NoError(t, a.Stage(ctx, ref, true))
 	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
 	assert.Equal(t, int32(1), reg.pulls.Load())
 	assert.NotNil(t, slotB(t, a).Held)
 
 	// A boot file that is not what the record says is pulled again.
-	require.NoError(t, a.n.esp.WriteFile("etcdbox/b/initrd", strings.NewReader("rotten")))
-	require.NoError(t, a.StageUpgrade(ctx, ref, true))
+	require.NoError(t, a.ESP.WriteFile("etcdbox/b/initrd", strings.NewReader("rotten")))
+	require.NoError(t, a.Stage(ctx, ref, true))
 	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
 	assert.Equal(t, int32(2), reg.pulls.Load(), "a changed boot file is pulled again")
-	got, err = a.n.esp.ReadFile("etcdbox/b/initrd")
+	got, err = a.ESP.ReadFile("etcdbox/b/initrd")
 	require.NoError(t, err)
 	assert.Equal(t, "new initrd", string(got))
 
 	// Another image replaces the held one.
-	require.NoError(t, a.StageUpgrade(ctx, other, false))
+	require.NoError(t, a.Stage(ctx, other, false))
 	require.Equal(t, nodeapi.PhaseStaged, waitPhase(t, a).Phase)
 	assert.Equal(t, int32(3), reg.pulls.Load())
 	assert.Equal(t, slot.Trying, slotB(t, a).Status())
-	err = a.ArmUpgrade(ctx, ref)
+	err = a.Arm(ctx, ref)
 	assert.ErrorIs(t, err, server.ErrRefused, "slot b holds the other image now")
 }
 
@@ -195,13 +193,13 @@ func TestArmWithoutStage(t *testing.T) {
 	reg := newAgentRegistry(t)
 	a := agentNode(t, reg)
 	ref := reg.push(t, "k", "i")
-	err := a.ArmUpgrade(t.Context(), ref)
+	err := a.Arm(t.Context(), ref)
 	require.ErrorIs(t, err, server.ErrRefused)
 	assert.ErrorContains(t, err, "slot b holds no staged image")
 	assert.Zero(t, reg.pulls.Load())
 }
 
-func digestOf(ref string) string {
+func refDigest(ref string) string {
 	_, d, _ := strings.Cut(ref, "@")
 	return d
 }
@@ -219,11 +217,11 @@ func TestStagingPanicFails(t *testing.T) {
 			once.Do(func() { panic("a bug in the agent") })
 		}
 	}
-	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	require.NoError(t, a.Stage(t.Context(), ref, false))
 	p := waitPhase(t, a)
 	require.Equal(t, nodeapi.PhaseFailed, p.Phase)
 	assert.Equal(t, "staging of "+ref+" panicked: a bug in the agent", p.Error)
 
-	require.NoError(t, a.StageUpgrade(t.Context(), ref, false))
+	require.NoError(t, a.Stage(t.Context(), ref, false))
 	assert.Equal(t, nodeapi.PhaseStaged, waitPhase(t, a).Phase, "the agent stages again")
 }

@@ -1,0 +1,98 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Verdict is the health gate's answer at one moment.
+type Verdict int
+
+const (
+	// KeepWaiting: neither healthy long enough nor out of time.
+	KeepWaiting Verdict = iota
+	// Bless: the slot passed; it is kept.
+	Bless
+	// Fail: the slot did not pass in time; it is rolled back.
+	Fail
+)
+
+// Gate is the health gate's decision table, with what it has seen so
+// far. A slot is blessed once the member has been a started, voting,
+// healthy member serving linearizable reads for Settle without a break;
+// it fails when that has not happened within Limit of Start, with the
+// last problem seen as the reason.
+type Gate struct {
+	Start         time.Time
+	Settle, Limit time.Duration
+
+	healthySince time.Time // zero while not healthy
+	lastProblem  string
+}
+
+// Decide takes what was seen at now: problem is "" when the member was
+// healthy, or what kept it from counting as healthy.
+func (g *Gate) Decide(now time.Time, problem string) (Verdict, string) {
+	if problem != "" {
+		g.healthySince, g.lastProblem = time.Time{}, problem
+	} else if g.healthySince.IsZero() {
+		g.healthySince = now
+	}
+	switch {
+	case !g.healthySince.IsZero() && now.Sub(g.healthySince) >= g.Settle:
+		return Bless, fmt.Sprintf("healthy voting member for %s", g.Settle)
+	case now.Sub(g.Start) >= g.Limit:
+		why := g.lastProblem
+		if why == "" {
+			why = "not healthy long enough"
+		}
+		return Fail, fmt.Sprintf("gate failed: %s after %s", why, g.Limit)
+	}
+	return KeepWaiting, ""
+}
+
+// Probation is a slot on probation, watched by its health gate (Watch).
+type Probation struct {
+	Slot          string
+	Settle, Limit time.Duration
+	// Every is how often the member is looked at.
+	Every time.Duration
+	// Problem says what keeps the member from counting as healthy, or
+	// "" when it does.
+	Problem func(context.Context) string
+	// Bless keeps the slot; an error is logged and tried again at the
+	// next look.
+	Bless func() error
+	// Fail rolls the slot back, why being the reason.
+	Fail func(why string)
+	Logf func(format string, args ...any)
+}
+
+// Watch runs the gate until the slot is blessed or failed, or ctx ends.
+func (p Probation) Watch(ctx context.Context) {
+	p.Logf("gate: slot %s is on probation: bless after %s healthy, roll back after %s", p.Slot, p.Settle, p.Limit)
+	g := &Gate{Start: time.Now(), Settle: p.Settle, Limit: p.Limit}
+	t := time.NewTicker(p.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v, why := g.Decide(time.Now(), p.Problem(ctx))
+		switch v {
+		case Bless:
+			if err := p.Bless(); err != nil {
+				p.Logf("gate: %v", err)
+				continue
+			}
+			p.Logf("slot %s blessed: %s", p.Slot, why)
+			return
+		case Fail:
+			p.Fail(why)
+			return
+		}
+	}
+}
