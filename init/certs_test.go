@@ -21,12 +21,14 @@ func TestIssueCertificates(t *testing.T) {
 	issuing, err := seed.IssuingPKI(ca)
 	require.NoError(t, err)
 	n := &node{
-		log:    console.New(),
-		root:   t.TempDir(),
-		seed:   &seed.Seed{Cluster: "c", PKI: issuing},
-		name:   "n1",
-		domain: "example.internal",
-		ips:    []net.IP{net.ParseIP("10.0.0.11")},
+		log:     console.New(),
+		options: options{root: t.TempDir()},
+		self: self{
+			seed:   &seed.Seed{Cluster: "c", PKI: issuing},
+			name:   "n1",
+			domain: "example.internal",
+			ips:    []net.IP{net.ParseIP("10.0.0.11")},
+		},
 	}
 	require.NoError(t, n.issueCertificates(t.Context()))
 

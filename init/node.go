@@ -21,51 +21,76 @@ import (
 	"net"
 )
 
-// node is the state boot steps build up, in the order they run.
+// node is the init: its console, then what it knows, grouped by who
+// sets it. options are fixed before the boot; the boot steps set
+// machine and self (the step is named beside each field), and after the
+// boot these are read only; the member lifecycle and
+// the recovery requests change etcdState, under its mutex. Everything
+// else is a lock, a once or a channel of one part.
 type node struct {
 	log  *console.Logger
 	ring *console.Ring // the last lines of etcd's log, for the node API
 	// limited is log behind a rate limiter, for lines a stranger can cause.
 	limited *console.Limiter
+	start   time.Time
+	// ctx is boot's: the long-lived parts run under it.
+	ctx context.Context
 
-	// flags
-	container bool
-	seedFile  string
-	root      string // DATA's mount point
-	etcdBin   string
-	listenIP  string
+	options
+	machine
+	self
+	etcdState
 
-	cmdline map[string]string // the kernel command line's parameters
-	// cmdlineText is the kernel command line as the kernel gave it, read
-	// once, at boot (readCmdline).
-	cmdlineText string
-	seed        *seed.Seed
-	name        string
-	domain      string
-	ips         []net.IP
-	mounts      []string // mounted by init, unmounted in reverse at shutdown
-
-	dog    watchdog // nil without a hardware watchdog
+	api    *server.Server // the node API, nil until it serves (serveAPI)
 	powerc chan shutdownRequest
-	esp    slot.Dir // the mounted ESP, "" without one
-	// probation: the booted slot was on probation when the ESP was
-	// mounted; its boot steps are noted there (noteReached).
-	probation bool
-	api       *server.Server // the node API, nil until it serves
-	start     time.Time
-	once      sync.Once
+	once   sync.Once // one shutdown
 
 	formOnce  sync.Once
 	formation *member.Store // formationStore
 
 	backupMu sync.Mutex // one scheduled or asked-for backup at a time
-	// ctx is boot's: the long-lived parts run under it.
-	ctx context.Context
 	// recoverMu: one recovery request at a time (recover.go).
 	recoverMu sync.Mutex
-	// quorum is the quorum watch's view (quorum.go), under mu.
+}
+
+// options are the init's flags (main).
+type options struct {
+	container bool
+	seedFile  string
+	root      string // DATA's mount point
+	etcdBin   string
+	listenIP  string
+}
+
+// machine is what the kernel-facing boot steps found and set up.
+type machine struct {
+	cmdline map[string]string // the kernel command line's parameters (readCmdline)
+	// cmdlineText is the kernel command line as the kernel gave it, read
+	// once, at boot (readCmdline).
+	cmdlineText string
+	mounts      []string // mounted by the boot steps, unmounted in reverse at shutdown
+	dog         watchdog // nil without a hardware watchdog (armWatchdog)
+	esp         slot.Dir // the mounted ESP, "" without one (mountESP)
+	// probation: the booted slot was on probation when the ESP was
+	// mounted; its boot steps are noted there (noteReached).
+	probation bool
+}
+
+// self is who the node is in its cluster: its seed (readSeed), its
+// name, domain and addresses (configureNetwork, or containerAddresses).
+type self struct {
+	seed   *seed.Seed
+	name   string
+	domain string
+	ips    []net.IP
+}
+
+// etcdState is the local etcd member, as the lifecycle and the recovery
+// requests run it, under mu.
+type etcdState struct {
+	mu sync.Mutex
+	// quorum is the quorum watch's view (quorum.go).
 	quorum nodeapi.Quorum
-	mu     sync.Mutex
 	member etcdMember            // as last started (or planned)
 	etcd   *supervise.Supervisor // nil until the lifecycle starts etcd
 	readyc chan struct{}         // closed once the current etcd serves
