@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -83,23 +82,12 @@ type cnode struct {
 	// its environment.
 	bin  string
 	env  []string
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  testenv.Buffer
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-func (c *cnode) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
-}
-
-func (c *cnode) log() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.String()
-}
+func (c *cnode) log() string { return c.out.String() }
 
 func (c *cnode) endpoint() string { return fmt.Sprintf("https://127.0.0.1:%d", c.clientPort) }
 
@@ -160,7 +148,7 @@ func (n *cnode) start() {
 	n.cmd = exec.Command(bin, "--container", "--seed", n.seed, "--data-dir", filepath.Join(n.dir, "data"),
 		"--etcd", testenv.Bin(t, "etcd"), "--listen-ip", "127.0.0.1")
 	n.cmd.Env = append(os.Environ(), n.env...)
-	n.cmd.Stdout, n.cmd.Stderr = n, n
+	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
 	require.NoError(t, n.cmd.Start())
 	n.done = make(chan struct{})
 	go func() { _ = n.cmd.Wait(); close(n.done) }()

@@ -1,7 +1,6 @@
 package member
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -68,7 +67,7 @@ type node struct {
 	// cancelLoop ends the member loop boot started, if any.
 	cancelLoop context.CancelFunc
 	proc       *supervise.Process
-	log        *syncBuffer
+	log        *testenv.Buffer
 	watch      *RemovedWatch
 	clients    []*clientv3.Client // connected to this node; closed by stop
 }
@@ -156,7 +155,7 @@ func (n *node) startE(initial, state string) error {
 	)
 	// The tests' etcd die with the test binary, even when it times out.
 	cmd.SysProcAttr = testenv.DieWithTest()
-	log, watch := &syncBuffer{}, NewRemovedWatch()
+	log, watch := &testenv.Buffer{}, NewRemovedWatch()
 	cmd.Stdout = log
 	cmd.Stderr = io.MultiWriter(log, watch)
 	proc, err := supervise.Start(cmd)
@@ -377,23 +376,6 @@ func (n *node) facts(ctx context.Context, expected []string, peers ...*node) Fac
 		f.Reachable, f.Members, f.PeerCluster = true, obs.Members, obs.Cluster
 	}
 	return f
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func tail(s string, n int) string {

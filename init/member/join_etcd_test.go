@@ -50,7 +50,7 @@ func (n *node) startWith(initial, state, clientURL string, watch *RemovedWatch) 
 		"--logger=zap", "--log-outputs=stderr",
 	)
 	cmd.SysProcAttr = testenv.DieWithTest()
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	cmd.Stdout = log
 	cmd.Stderr = io.MultiWriter(log, watch)
 	proc, err := supervise.Start(cmd)
