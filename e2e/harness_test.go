@@ -72,13 +72,13 @@ func fixture(t *testing.T) (pkiDir, img string) {
 // seedFor writes a seed for cluster, issued from the CA in pkiDir, and
 // returns its path. extra is appended verbatim (for bad seeds).
 func seedFor(pkiDir, cluster, extra string) (string, error) {
-	issuing, err := seed.IssuingPKIFrom(pkiDir)
-	if err != nil {
-		return "", err
-	}
 	// The smallest quota etcd is given, so that TestSingleNode can fill
 	// it and see the NOSPACE alarm without writing much.
-	s := &seed.Seed{Cluster: cluster, Name: "n1", PKI: issuing, Etcd: seed.Etcd{QuotaBackendBytes: seed.MinQuotaBackendBytes}}
+	s := &seed.Seed{Cluster: cluster, Name: "n1", Etcd: seed.Etcd{QuotaBackendBytes: seed.MinQuotaBackendBytes}}
+	var err error
+	if s.PKI, _, err = seed.IssuingPKIFrom(pkiDir, s.NodeScope()); err != nil {
+		return "", err
+	}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err

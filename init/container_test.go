@@ -97,6 +97,8 @@ type cluster struct {
 	pkiDir string
 	nodes  map[string]*cnode
 	backup seed.Backup // the seeds' backup section
+	// leafLifetime is the seeds' pki.leafLifetime ("": the default).
+	leafLifetime string
 }
 
 func newCluster(t *testing.T, names ...string) *cluster {
@@ -120,10 +122,7 @@ func (c *cluster) add(name string) *cnode {
 // writeSeed writes n's seed: static peers (the given names, in order),
 // initialSize and the cluster name.
 func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
-	issuing, err := seed.IssuingPKIFrom(c.pkiDir)
-	require.NoError(c.t, err)
 	s := &seed.Seed{Cluster: clusterName, Name: n.name,
-		PKI:    issuing,
 		Etcd:   seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
 		API:    seed.API{Port: n.apiPort},
 		Backup: c.backup}
@@ -132,6 +131,10 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 		pn := c.nodes[p]
 		s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort})
 	}
+	var err error
+	s.PKI, _, err = seed.IssuingPKIFrom(c.pkiDir, s.NodeScope())
+	require.NoError(c.t, err)
+	s.PKI.LeafLifetime = c.leafLifetime
 	data, err := s.Marshal()
 	require.NoError(c.t, err)
 	n.seed = filepath.Join(n.dir, "seed.yaml")

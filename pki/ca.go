@@ -1,6 +1,9 @@
-// Package pki makes and loads the certificates of an etcdbox cluster: a
-// cluster CA, the admin client certificate from `etcdbox pki init`, and the
-// server/peer leaves that each node issues for itself from the seed's CA.
+// Package pki makes and loads the certificates of an etcdbox cluster
+// (DESIGN §6): the operator's root CA, the admin client certificates it
+// signs, the node CA (an intermediate, name-constrained, that the seed
+// carries) and the server/peer leaves each node issues for itself from
+// it. A node can thus sign its own leaves, and nothing that counts as an
+// admin (IsAdmin).
 //
 // It uses only the standard library (crypto/x509) because the PID-1 init
 // links it.
@@ -15,6 +18,7 @@
 package pki
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -25,6 +29,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"time"
 )
 
@@ -59,13 +64,20 @@ type Leaf struct {
 	// Validity is the certificate's lifetime; zero means DefaultLeafValidity.
 	// It is cut to the CA's own expiry.
 	Validity time.Duration
+	// Key, when set, is the leaf's key: a renewal keeps the key, so that
+	// swapping the certificate file alone is atomic. Nil makes a new one.
+	Key crypto.Signer
+	// URIs are URI SANs (the admin's AdminURI).
+	URIs []*url.URL
 }
 
 // now is a seam for tests.
 var now = time.Now
 
-// NewCA makes a self-signed CA with a fresh P-256 key. A zero validity means
-// DefaultCAValidity. The CA may sign leaves only (path length 0).
+// NewCA makes a self-signed root CA with a fresh P-256 key. A zero
+// validity means DefaultCAValidity. It may sign one level of CA below it
+// (path length 1): the node CA (IssueNodeCA). Roots made before node CAs
+// existed have path length 0 and sign leaves only.
 func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	if commonName == "" {
 		return nil, errors.New("new CA: empty common name")
@@ -93,8 +105,7 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
+		MaxPathLen:            1,
 	}
 	// SubjectKeyId is derived by CreateCertificate for CAs.
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
@@ -143,8 +154,11 @@ func (ca *CA) KeyPEM() ([]byte, error) {
 	return encodeKey(ca.key)
 }
 
-// Issue makes a leaf certificate with a fresh P-256 key, signed by ca, and
-// returns both in PEM form.
+// Issue makes a leaf certificate signed by ca, with l.Key or a fresh P-256
+// key, and returns both in PEM form. A leaf of a CA that is not a root
+// (the node CA) comes with that CA's certificate after it, the chain a
+// TLS peer needs. DNS names and addresses ca's name constraints do not
+// permit are left out (Permitted).
 func (ca *CA) Issue(l Leaf) (certPEM, keyPEM []byte, err error) {
 	if l.CommonName == "" {
 		return nil, nil, errors.New("issue leaf: empty common name")
@@ -152,6 +166,7 @@ func (ca *CA) Issue(l Leaf) (certPEM, keyPEM []byte, err error) {
 	if !l.Server && !l.Client {
 		return nil, nil, fmt.Errorf("issue leaf %q: neither server nor client usage", l.CommonName)
 	}
+	l.DNSNames, l.IPs = ca.Permitted(l.DNSNames, l.IPs)
 	if l.Server && len(l.DNSNames) == 0 && len(l.IPs) == 0 {
 		// TLS clients check SANs only, never the common name.
 		return nil, nil, fmt.Errorf("issue leaf %q: server certificate without DNS names or IPs", l.CommonName)
@@ -169,9 +184,11 @@ func (ca *CA) Issue(l Leaf) (certPEM, keyPEM []byte, err error) {
 	if l.Client {
 		eku = append(eku, x509.ExtKeyUsageClientAuth)
 	}
-	key, err := newKey()
-	if err != nil {
-		return nil, nil, fmt.Errorf("issue leaf %q: %w", l.CommonName, err)
+	key := l.Key
+	if key == nil {
+		if key, err = newKey(); err != nil {
+			return nil, nil, fmt.Errorf("issue leaf %q: %w", l.CommonName, err)
+		}
 	}
 	serial, err := newSerial()
 	if err != nil {
@@ -189,6 +206,7 @@ func (ca *CA) Issue(l Leaf) (certPEM, keyPEM []byte, err error) {
 		Subject:      pkix.Name{CommonName: l.CommonName},
 		DNSNames:     l.DNSNames,
 		IPAddresses:  l.IPs,
+		URIs:         l.URIs,
 		NotBefore:    t.Add(-ClockSkew),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -204,7 +222,16 @@ func (ca *CA) Issue(l Leaf) (certPEM, keyPEM []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("issue leaf %q: %w", l.CommonName, err)
 	}
-	return encodeCert(der), keyPEM, nil
+	certPEM = encodeCert(der)
+	if !ca.IsRoot() {
+		certPEM = append(certPEM, ca.certPEM...)
+	}
+	return certPEM, keyPEM, nil
+}
+
+// IsRoot reports whether ca is self-issued: a root, not the node CA.
+func (ca *CA) IsRoot() bool {
+	return bytes.Equal(ca.Cert.RawIssuer, ca.Cert.RawSubject)
 }
 
 func newKey() (*ecdsa.PrivateKey, error) {

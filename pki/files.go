@@ -56,7 +56,7 @@ func Init(dir string, force bool) error {
 	if err != nil {
 		return fmt.Errorf("pki init: %w", err)
 	}
-	adminCert, adminKey, err := ca.Issue(Leaf{CommonName: AdminCommonName, Client: true, Validity: AdminValidity})
+	adminCert, adminKey, err := ca.IssueAdmin(AdminCommonName, AdminValidity)
 	if err != nil {
 		return fmt.Errorf("pki init: %w", err)
 	}

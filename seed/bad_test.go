@@ -182,7 +182,26 @@ discovery:
 			want: map[string]string{"api.port": "2379 is also an etcd port"},
 		},
 		{name: "caKey without caCert", yaml: "cluster: demo\n" + pkiWith("caKey", f.caKey), want: map[string]string{"pki": "caKey without caCert"}},
-		{name: "caCert alone", yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert), want: map[string]string{"pki": "needs caKey"}},
+		{
+			name: "node CA of another root, key of another CA, bad lifetime",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "nodeCACert", f.otherNodeCACert, "nodeCAKey", f.caKey) + "  leafLifetime: 10s\n",
+			want: map[string]string{
+				"pki.nodeCACert":   "not signed by pki.caCert",
+				"pki.nodeCAKey":    "does not match",
+				"pki.leafLifetime": "10s out of range 30s-9528h0m0s",
+			},
+		},
+		{
+			name: "node CA key that is not its own, and caKey too",
+			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "nodeCACert", f.nodeCACert, "nodeCAKey", f.caKey, "caKey", f.caKey) + "  leafLifetime: soon\n",
+			want: map[string]string{
+				"pki.nodeCAKey":    "does not match",
+				"pki":              "nodeCACert/nodeCAKey, caKey and cert/key are exclusive",
+				"pki.leafLifetime": `"soon" is not a duration`,
+			},
+		},
+		{name: "nodeCACert without its key", yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "nodeCACert", f.nodeCACert), want: map[string]string{"pki": "nodeCACert without nodeCAKey"}},
+		{name: "caCert alone", yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert), want: map[string]string{"pki": "needs nodeCACert and nodeCAKey"}},
 		{
 			name: "cert without key",
 			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "cert", f.cert),
@@ -191,7 +210,7 @@ discovery:
 		{
 			name: "key without cert and caKey",
 			yaml: "cluster: demo\n" + pkiWith("caCert", f.caCert, "caKey", f.caKey, "key", f.key),
-			want: map[string]string{"pki": "key without cert; pki: caKey and cert/key are exclusive; "},
+			want: map[string]string{"pki": "key without cert; pki: nodeCACert/nodeCAKey, caKey and cert/key are exclusive; "},
 		},
 		{
 			name: "bad PEM",

@@ -105,13 +105,44 @@ type Interface struct {
 	MTU int `json:"mtu,omitempty"`
 }
 
-// PKI holds PEM text. With CAKey the node issues its own leaves from
-// CACert; with Cert and Key it uses them, and CACert is only the trust root.
+// PKI holds PEM text (DESIGN §6). CACert is the trust root: the
+// operator's CA, which signs admin certificates. A node issues its own
+// leaves from one of:
+//   - NodeCACert and NodeCAKey: the node CA, an intermediate under
+//     CACert, name-constrained to the cluster (pki.IssueNodeCA); it
+//     signs nothing that counts as an admin. What `etcdbox seed` makes.
+//   - CAKey: the root's own key (seeds made before node CAs). Any node
+//     can then mint an admin certificate; status warns.
+//   - Cert and Key: a fixed leaf, used as it is and never renewed.
 type PKI struct {
-	CACert string `json:"caCert,omitempty"`
-	CAKey  string `json:"caKey,omitempty"`
-	Cert   string `json:"cert,omitempty"`
-	Key    string `json:"key,omitempty"`
+	CACert     string `json:"caCert,omitempty"`
+	NodeCACert string `json:"nodeCACert,omitempty"`
+	NodeCAKey  string `json:"nodeCAKey,omitempty"`
+	CAKey      string `json:"caKey,omitempty"`
+	Cert       string `json:"cert,omitempty"`
+	Key        string `json:"key,omitempty"`
+	// LeafLifetime is the life of the leaves a node issues itself (a
+	// duration, "720h"; default 30 days). Each is renewed at two thirds
+	// of its life while the node runs.
+	LeafLifetime string `json:"leafLifetime,omitempty"`
+}
+
+// Leaf lifetimes.
+const (
+	DefaultLeafLifetime = 30 * 24 * time.Hour
+	// MinLeafLifetime leaves a renewal time to happen before expiry.
+	MinLeafLifetime = 30 * time.Second
+	MaxLeafLifetime = 397 * 24 * time.Hour
+)
+
+// LeafLife is LeafLifetime parsed, its default when unset; a seed that
+// passed validation parses.
+func (k PKI) LeafLife() time.Duration {
+	d, err := time.ParseDuration(k.LeafLifetime)
+	if err != nil || d <= 0 {
+		return DefaultLeafLifetime
+	}
+	return d
 }
 
 // Etcd holds etcd's listener ports and the settings that keep its

@@ -16,10 +16,12 @@ import (
 
 // fixture holds PEM material for seeds.
 type fixture struct {
-	caCert, caKey       string
-	cert, key           string // peer leaf from the CA
-	clientCert          string // client-only leaf from the CA
-	otherCert, otherKey string // peer leaf from another CA
+	caCert, caKey         string
+	cert, key             string // peer leaf from the CA
+	clientCert            string // client-only leaf from the CA
+	otherCert, otherKey   string // peer leaf from another CA
+	nodeCACert, nodeCAKey string // a node CA under the CA
+	otherNodeCACert       string // a node CA under another CA
 }
 
 func newFixture(t *testing.T) fixture {
@@ -36,10 +38,18 @@ func newFixture(t *testing.T) fixture {
 	require.NoError(t, err)
 	otherCert, otherKey, err := other.Issue(pki.Leaf{CommonName: "n1", DNSNames: []string{"n1"}, Server: true, Client: true})
 	require.NoError(t, err)
+	nodeCA, err := ca.IssueNodeCA(pki.NodeScope{}, 0)
+	require.NoError(t, err)
+	nodeCAKey, err := nodeCA.KeyPEM()
+	require.NoError(t, err)
+	otherNodeCA, err := other.IssueNodeCA(pki.NodeScope{}, 0)
+	require.NoError(t, err)
 	return fixture{
 		caCert: string(ca.CertPEM()), caKey: string(caKey),
 		cert: string(cert), key: string(key), clientCert: string(client),
 		otherCert: string(otherCert), otherKey: string(otherKey),
+		nodeCACert: string(nodeCA.CertPEM()), nodeCAKey: string(nodeCAKey),
+		otherNodeCACert: string(otherNodeCA.CertPEM()),
 	}
 }
 
@@ -203,7 +213,7 @@ func TestParseReportsOnce(t *testing.T) {
 	_, err := Parse([]byte(in))
 	var merr *multierror.Error
 	require.ErrorAs(t, err, &merr)
-	assert.Equal(t, "cluster: want a string, got number 123; pki: key without cert; pki: caKey and cert/key are exclusive", err.Error())
+	assert.Equal(t, "cluster: want a string, got number 123; pki: key without cert; pki: nodeCACert/nodeCAKey, caKey and cert/key are exclusive", err.Error())
 }
 
 func TestParseSyntax(t *testing.T) {
@@ -263,7 +273,7 @@ func TestValidName(t *testing.T) {
 	}{
 		{"n1", true}, {"a", true}, {"0", true}, {"etcd-a1b2c3", true}, {strings.Repeat("a", 63), true},
 		{"", false}, {"N1", false}, {"-a", false}, {"a-", false}, {"a_b", false}, {"a.b", false}, {strings.Repeat("a", 64), false},
-		{"etcdbox-admin", false}, {"etcdbox-admin2", true}, {"etcdbox", true},
+		{"etcdbox-admin", false}, {"etcdbox-admin2", true}, {"etcdbox", true}, {"etcdbox-peer", false},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, ValidName(tt.in), "ValidName(%q)", tt.in)

@@ -175,21 +175,37 @@ func (p *problems) pki(k *PKI) {
 	switch {
 	case k.CACert == "" && k.CAKey != "":
 		p.add("pki", "caKey without caCert")
+	case k.CACert == "" && k.NodeCACert != "":
+		p.add("pki", "nodeCACert without caCert")
 	case k.CACert == "":
 		p.add("pki.caCert", "required")
 	}
-	if k.Cert != "" && k.Key == "" {
-		p.add("pki", "cert without key")
+	pairs := []struct{ cert, key, certName, keyName string }{
+		{k.NodeCACert, k.NodeCAKey, "nodeCACert", "nodeCAKey"},
+		{k.Cert, k.Key, "cert", "key"},
 	}
-	if k.Key != "" && k.Cert == "" {
-		p.add("pki", "key without cert")
+	forms := 0
+	for _, pr := range pairs {
+		if pr.cert != "" && pr.key == "" {
+			p.add("pki", "%s without %s", pr.certName, pr.keyName)
+		}
+		if pr.key != "" && pr.cert == "" {
+			p.add("pki", "%s without %s", pr.keyName, pr.certName)
+		}
+		if pr.cert != "" || pr.key != "" {
+			forms++
+		}
 	}
-	if k.CAKey != "" && (k.Cert != "" || k.Key != "") {
-		p.add("pki", "caKey and cert/key are exclusive")
+	if k.CAKey != "" {
+		forms++
 	}
-	if k.CACert != "" && k.CAKey == "" && k.Cert == "" && k.Key == "" {
-		p.add("pki", "needs caKey (to issue this node's certificates) or cert and key")
+	switch {
+	case forms > 1:
+		p.add("pki", "nodeCACert/nodeCAKey, caKey and cert/key are exclusive")
+	case forms == 0 && k.CACert != "":
+		p.add("pki", "needs nodeCACert and nodeCAKey (to issue this node's certificates), caKey, or cert and key")
 	}
+	p.leafLifetime(k.LeafLifetime)
 
 	ca := p.cert("pki.caCert", k.CACert)
 	if ca != nil && !ca.IsCA {
@@ -201,6 +217,7 @@ func (p *problems) pki(k *PKI) {
 			p.add("pki.caKey", "%v", err)
 		}
 	}
+	p.nodeCA(k, ca)
 	cert := p.cert("pki.cert", k.Cert)
 	if cert != nil {
 		if ca != nil {
@@ -221,6 +238,39 @@ func (p *problems) pki(k *PKI) {
 	}
 }
 
+// nodeCA checks the node CA: a CA signed by the root ca, whose key matches.
+func (p *problems) nodeCA(k *PKI, ca *x509.Certificate) {
+	nodeCA := p.cert("pki.nodeCACert", k.NodeCACert)
+	if nodeCA != nil {
+		if !nodeCA.IsCA {
+			p.add("pki.nodeCACert", "certificate %q is not a CA", nodeCA.Subject.CommonName)
+		} else if ca != nil {
+			if err := nodeCA.CheckSignatureFrom(ca); err != nil {
+				p.add("pki.nodeCACert", "not signed by pki.caCert: %v", err)
+			}
+		}
+	}
+	if key := p.key("pki.nodeCAKey", k.NodeCAKey); nodeCA != nil && key != nil {
+		if err := pki.KeyMatches(nodeCA, key); err != nil {
+			p.add("pki.nodeCAKey", "%v", err)
+		}
+	}
+}
+
+// leafLifetime checks pki.leafLifetime.
+func (p *problems) leafLifetime(text string) {
+	if text == "" {
+		return
+	}
+	d, err := time.ParseDuration(text)
+	switch {
+	case err != nil:
+		p.add("pki.leafLifetime", "%q is not a duration (\"720h\", \"30m\")", text)
+	case d < MinLeafLifetime || d > MaxLeafLifetime:
+		p.add("pki.leafLifetime", "%s out of range %s-%s", d, MinLeafLifetime, MaxLeafLifetime)
+	}
+}
+
 // port checks an optional port number.
 func (p *problems) port(path string, n int) {
 	if n != 0 && (n < 1 || n > 65535) {
@@ -228,17 +278,19 @@ func (p *problems) port(path string, n int) {
 	}
 }
 
-const NameRule = "lowercase letters, digits and '-', at most 63 characters, not " + pki.AdminCommonName
+const NameRule = "lowercase letters, digits and '-', at most 63 characters, not " + pki.AdminCommonName + " or " + pki.PeerCommonName
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // ValidName reports whether s is a valid cluster or node name: a DNS label
-// of lowercase letters, digits and '-', at most 63 characters. The name
-// pki.AdminCommonName ("etcdbox-admin") is reserved: it is the common name
-// of the operator's admin certificate, and a node (or an SRV target)
-// called that would have its leaves issued under the admin's name.
+// of lowercase letters, digits and '-', at most 63 characters. The names
+// pki.AdminCommonName ("etcdbox-admin") and pki.PeerCommonName
+// ("etcdbox-peer") are reserved: the common names of the admin
+// certificates made before the admin URI, and of every peer leaf. A node
+// (or an SRV target) called that would have its server leaf issued under
+// that name.
 func ValidName(s string) bool {
-	return len(s) <= 63 && nameRE.MatchString(s) && s != pki.AdminCommonName
+	return len(s) <= 63 && nameRE.MatchString(s) && s != pki.AdminCommonName && s != pki.PeerCommonName
 }
 
 // DefaultNodeName returns the node name to use when the seed has none: the

@@ -59,11 +59,11 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 // CA in pkiDir (so the node issues its own server certificate), and
 // returns its path. The network is the default: DHCP on the first NIC.
 func writeSeed(pkiDir, path string) (string, error) {
-	issuing, err := seed.IssuingPKIFrom(pkiDir)
-	if err != nil {
+	s := &seed.Seed{Cluster: "bench", Name: "n1"}
+	var err error
+	if s.PKI, _, err = seed.IssuingPKIFrom(pkiDir, s.NodeScope()); err != nil {
 		return "", err
 	}
-	s := &seed.Seed{Cluster: "bench", Name: "n1", PKI: issuing}
 	data, err := s.Marshal()
 	if err != nil {
 		return "", err

@@ -254,21 +254,27 @@ func parseSize(s string) (int64, error) {
 
 // checkBakedSeed parses a seed that goes into an image (what names where
 // it came from, readers who can read it there) and refuses or warns when
-// it holds the CA key, which
-// signs every certificate of the cluster. An OCI image is made to be
-// pushed and pulled, so it never carries one; a disk image for one
-// machine may, with a warning.
+// it holds a CA key: the node CA's signs the leaves of every node, the
+// root's (older seeds) every certificate of the cluster. An OCI image is
+// made to be pushed and pulled, so it never carries one; a disk image
+// for one machine may, with a warning.
 func checkBakedSeed(what string, data []byte, oci bool, readers string, warn io.Writer) error {
 	seed, err := seed.Parse(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if seed.PKI.CAKey == "" {
+	key, desc := "", ""
+	switch {
+	case seed.PKI.NodeCAKey != "":
+		key, desc = "pki.nodeCAKey", "the cluster's node CA key"
+	case seed.PKI.CAKey != "":
+		key, desc = "pki.caKey", "the cluster's CA key"
+	default:
 		return nil
 	}
 	if oci {
-		return fmt.Errorf("%s holds pki.caKey, the cluster's CA key: an OCI image goes to registries, so it must not carry it; give nodes the seed through a cidata volume or cloud metadata, or bake it into a raw disk image for one machine", what)
+		return fmt.Errorf("%s holds %s, %s: an OCI image goes to registries, so it must not carry it; give nodes the seed through a cidata volume or cloud metadata, or bake it into a raw disk image for one machine", what, key, desc)
 	}
-	fmt.Fprintf(warn, "warning: %s holds pki.caKey: %s can issue certificates of the cluster; prefer a cidata volume or cloud metadata\n", what, readers)
+	fmt.Fprintf(warn, "warning: %s holds %s: %s can issue certificates of the cluster; prefer a cidata volume or cloud metadata\n", what, key, readers)
 	return nil
 }

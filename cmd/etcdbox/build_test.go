@@ -86,13 +86,13 @@ func TestBuildCommandErrors(t *testing.T) {
 		}, want: []string{"--seed", "etcd.clientPortt"}},
 		{name: "a CA key in an OCI image", args: func(out string) []string {
 			return buildArgs(t, "-o", out+".tar", "--format", "oci", "--seed", caKeySeed(t))
-		}, want: []string{"pki.caKey", "OCI image goes to registries"}},
+		}, want: []string{"pki.nodeCAKey", "OCI image goes to registries"}},
 		{name: "a CA key pushed", args: func(out string) []string {
 			return buildArgs(t, "--format", "oci", "--push", "127.0.0.1:1/a:b", "--seed", caKeySeed(t))
-		}, want: []string{"pki.caKey"}},
+		}, want: []string{"pki.nodeCAKey"}},
 		{name: "a CA key on an OCI image's command line", args: func(out string) []string {
 			return buildArgs(t, "-o", out+".tar", "--format", "oci", "--cmdline", "quiet etcdbox.seed="+cmdlineSeed(t, caKeySeed(t)))
-		}, want: []string{"--cmdline etcdbox.seed= holds pki.caKey", "OCI image goes to registries"}},
+		}, want: []string{"--cmdline etcdbox.seed= holds pki.nodeCAKey", "OCI image goes to registries"}},
 		{name: "a bad command-line seed", args: func(out string) []string {
 			return buildArgs(t, "-o", out, "--cmdline", "etcdbox.seed=not*base64")
 		}, want: []string{"--cmdline: etcdbox.seed: invalid base64"}},
@@ -117,7 +117,7 @@ func TestBuildCommandErrors(t *testing.T) {
 	}
 }
 
-// caKeySeed writes a seed that carries a new CA's key, as `etcdbox seed
+// caKeySeed writes a seed that carries a node CA's key, as `etcdbox seed
 // --pki` makes it, and returns its path.
 func caKeySeed(t *testing.T) string {
 	t.Helper()
@@ -128,7 +128,7 @@ func caKeySeed(t *testing.T) string {
 	require.NoError(t, run(context.Background(), []string{"seed", "--cluster", "demo", "--pki", filepath.Join(dir, "pki"), "--srv", "etcd.example.internal", "--initial-size", "3", "-o", seed}, &out, &errb), errb.String())
 	b, err := os.ReadFile(seed)
 	require.NoError(t, err)
-	require.Contains(t, string(b), "caKey", "the seed carries the CA key")
+	require.Contains(t, string(b), "nodeCAKey", "the seed carries the node CA key")
 	return seed
 }
 
@@ -156,8 +156,8 @@ func TestBuildCommand(t *testing.T) {
 	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
 	// A raw disk for one machine may carry the CA key, with a warning;
 	// on the command line, with another: the console shows it.
-	assert.Contains(t, stderr.String(), "warning: --seed "+seed+" holds pki.caKey")
-	assert.Contains(t, stderr.String(), "warning: --cmdline etcdbox.seed= holds pki.caKey: the kernel prints it on the console")
+	assert.Contains(t, stderr.String(), "warning: --seed "+seed+" holds pki.nodeCAKey")
+	assert.Contains(t, stderr.String(), "warning: --cmdline etcdbox.seed= holds pki.nodeCAKey: the kernel prints it on the console")
 	fi, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, int64(600<<20), fi.Size())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,11 @@ type seedOptions struct {
 	from, out, cluster, name, pkiDir, srv, srvName string
 	peers                                          []string
 	initialSize                                    int
+	// networks narrow the node CA's addresses (--node-network).
+	networks     []string
+	leafLifetime string
+	// warn prints a warning (the command's stderr).
+	warn func(format string, args ...any)
 }
 
 // newSeedCmd is `etcdbox seed`: write a node's seed as YAML or as a
@@ -36,14 +42,19 @@ NoCloud cidata volume (a FAT filesystem labelled "cidata" holding user-data
 and meta-data, as cloud-localds makes it) to attach to a VM as a disk.
 
 The seed comes from --from FILE, or from the flags: --cluster, --pki (a
-directory made by "etcdbox pki init"; its CA goes into the seed so that the
-node issues its own certificates), --name, --srv/--srv-name or --peer, and
---initial-size.`,
+directory made by "etcdbox pki init": the seed carries its CA certificate
+and a new node CA under it, with which the node issues its own
+certificates; the CA's key stays in the directory), --name, --srv/--srv-name
+or --peer, and --initial-size. The node CA may sign only for the SRV
+domain, the static peers' names and addresses, and --node-network ranges
+(any address when none is known). --leaf-lifetime sets the life of the
+node's own certificates (default 720h; renewed at two thirds).`,
 		Example: `  etcdbox seed --cluster prod --pki pki/ --srv etcd.example.internal --initial-size 3 -o seed.img
   etcdbox seed --from seed.yaml -o seed.img
   etcdbox seed --cluster dev --pki pki/ --peer n1=10.0.0.11 --peer n2=10.0.0.12:2380:2379 -o seed.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.warn = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "warning: "+format+"\n", args...) }
 			data, s, err := o.seed()
 			if err != nil {
 				return err
@@ -79,6 +90,8 @@ node issues its own certificates), --name, --srv/--srv-name or --peer, and
 	fl.StringVar(&o.srvName, "srv-name", "", "SRV service name suffix, like etcd's --discovery-srv-name")
 	fl.StringSliceVar(&o.peers, "peer", nil, "static peer NAME=HOST[:PEERPORT[:CLIENTPORT]] (repeatable)")
 	fl.IntVar(&o.initialSize, "initial-size", 0, "number of members that bootstrap the cluster")
+	fl.StringSliceVar(&o.networks, "node-network", nil, "an address range of the nodes, CIDR (repeatable): the node CA signs no other address")
+	fl.StringVar(&o.leafLifetime, "leaf-lifetime", "", "life of the node's own certificates (default 720h)")
 	cmd.MarkFlagRequired("output")
 	cmd.AddCommand(newSeedCheckCmd(), newSeedExampleCmd())
 	return cmd
@@ -88,7 +101,7 @@ node issues its own certificates), --name, --srv/--srv-name or --peer, and
 func (o seedOptions) seed() ([]byte, *seed.Seed, error) {
 	var data []byte
 	if o.from != "" {
-		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || o.srvName != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 {
+		if o.cluster != "" || o.pkiDir != "" || o.srv != "" || o.srvName != "" || len(o.peers) > 0 || o.name != "" || o.initialSize != 0 || len(o.networks) > 0 || o.leafLifetime != "" {
 			return nil, nil, fmt.Errorf("--from takes the whole seed from %s; drop the other seed flags", o.from)
 		}
 		var err error
@@ -108,11 +121,23 @@ func (o seedOptions) seed() ([]byte, *seed.Seed, error) {
 		if o.pkiDir == "" {
 			return nil, nil, fmt.Errorf("--pki is required (a directory made by etcdbox pki init)")
 		}
-		issuing, err := seed.IssuingPKIFrom(o.pkiDir)
+		scope := s.NodeScope()
+		for _, c := range o.networks {
+			_, n, err := net.ParseCIDR(c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--node-network %q: want an address range such as 10.0.0.0/24", c)
+			}
+			scope.Networks = append(scope.Networks, n)
+		}
+		issuing, legacy, err := seed.IssuingPKIFrom(o.pkiDir, scope)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--pki: %w", err)
 		}
+		if legacy && o.warn != nil {
+			o.warn("the CA in %s signs leaves only (made before node CAs): the seed carries its key, and any node can mint an admin certificate; make a new CA with etcdbox pki rotate-ca", o.pkiDir)
+		}
 		s.PKI = issuing
+		s.PKI.LeafLifetime = o.leafLifetime
 		if data, err = s.Marshal(); err != nil {
 			return nil, nil, fmt.Errorf("seed: %w", err)
 		}

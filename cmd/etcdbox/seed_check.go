@@ -23,11 +23,14 @@ discovery:
 #   interfaces:
 #     - {name: eth0, addresses: [10.0.0.11/24], gateway: 10.0.0.1}
 #   dns: [10.0.0.1]
-pki:                            # from etcdbox pki init: ca.crt, and ca.key so that nodes issue their own leaves
-  caCert: |
+pki:                            # etcdbox seed --pki DIR writes these
+  caCert: |                     # the trust root: DIR/ca.crt (it signs admin certificates)
     CA CERTIFICATE PEM
-  caKey: |
-    CA KEY PEM
+  nodeCACert: |                 # a node CA under it, name-constrained: nodes issue their own leaves
+    NODE CA CERTIFICATE PEM
+  nodeCAKey: |
+    NODE CA KEY PEM
+  leafLifetime: 720h            # the nodes' own leaves; renewed at two thirds
 etcd:
   clientPort: 2379
   peerPort: 2380

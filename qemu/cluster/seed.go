@@ -42,14 +42,9 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade, backup seed.Ba
 	if up.Settle%time.Second != 0 || up.Gate%time.Second != 0 {
 		return nil, fmt.Errorf("seed: upgrade settle %s and gate %s must be whole seconds", up.Settle, up.Gate)
 	}
-	issuing, err := seed.IssuingPKIFrom(pkiDir)
-	if err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
-	}
 	s := seed.Seed{
 		Cluster:   Name,
 		Discovery: seed.Discovery{SRV: domain, InitialSize: initialSize},
-		PKI:       issuing,
 		// Upgrades come from the network daemon's registry (registry.go),
 		// plain HTTP on the gateway, and from nowhere else.
 		Upgrade: seed.Upgrade{
@@ -61,6 +56,12 @@ func seedWith(pkiDir, domain string, initialSize int, up Upgrade, backup seed.Ba
 			TrustedKeys:        up.TrustedKeys,
 		},
 		Backup: backup,
+	}
+	// The node CA is kept to the cluster's domain; the addresses come
+	// from DHCP and may be renumbered, so they are not constrained.
+	var err error
+	if s.PKI, _, err = seed.IssuingPKIFrom(pkiDir, s.NodeScope()); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
 	}
 	b, err := s.Marshal()
 	if err != nil {

@@ -112,14 +112,14 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 	dir := t.TempDir()
 	pkiDir = filepath.Join(dir, "pki")
 	require.NoError(t, pki.Init(pkiDir, false))
-	issuing, err := seed.IssuingPKIFrom(pkiDir)
-	require.NoError(t, err)
-	seed := &seed.Seed{
+	s := &seed.Seed{
 		Cluster: "vnet", Name: "n1",
 		Network: seed.Network{Interfaces: []seed.Interface{{MAC: mac.String(), DHCP: true}}},
-		PKI:     issuing,
 	}
-	data, err := seed.Marshal()
+	var err error
+	s.PKI, _, err = seed.IssuingPKIFrom(pkiDir, s.NodeScope())
+	require.NoError(t, err)
+	data, err := s.Marshal()
 	require.NoError(t, err)
 	seedPath := filepath.Join(dir, "seed.yaml")
 	require.NoError(t, os.WriteFile(seedPath, data, 0o600))
