@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/etcdbox/etcdbox/init/upgrade"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
-	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/seed"
 	"golang.org/x/sys/unix"
 )
@@ -104,9 +102,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 			st.LastRollback = slot.LastRollback(n.esp, ss, st.Slot)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(n.pkiDir(), "server.crt")); err == nil {
-		st.CertExpiry, _ = pki.Expiry(b)
-	}
+	st.PKI, st.CertExpiry = n.pkiStatus()
 	st.Member.Role = nodeapi.RoleNone
 	// The member this node last ran as a voter, until etcd says more.
 	st.Member.ClusterID, st.Member.ID = n.identity()

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdbox/etcdbox/pki"
 )
 
 // etcdMember is what this node tells etcd about itself. It is plain data so the
@@ -42,6 +42,10 @@ type etcdMember struct {
 	// QuotaBytes is --quota-backend-bytes (backendQuota); 0 leaves
 	// etcd's default.
 	QuotaBytes int64
+	// PeerOnly lets only peer leaves (pki.PeerCommonName) on the peer
+	// port: set when the leaves come from a node CA, whose peer leaves
+	// all carry that name. A client or admin certificate is refused there.
+	PeerOnly bool
 }
 
 // corruptionChecks are etcd's feature gates that compare the members'
@@ -63,7 +67,7 @@ func (m etcdMember) PeerURL() string { return "https://" + hostPort(m.AdvertiseH
 // certificate auth: there is no plaintext listener, metrics included (etcd
 // serves /metrics on the client port, behind the same mutual TLS).
 func (m etcdMember) Args() []string {
-	pki := func(f string) string { return filepath.Join(m.PKIDir, f) }
+	file := func(f string) string { return filepath.Join(m.PKIDir, f) }
 	initial := m.InitialCluster
 	if initial == "" {
 		initial = m.Name + "=" + m.PeerURL()
@@ -83,13 +87,13 @@ func (m etcdMember) Args() []string {
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + cmp.Or(m.Token, m.Cluster),
 		"--client-cert-auth",
-		"--trusted-ca-file=" + pki("ca.crt"),
-		"--cert-file=" + pki("server.crt"),
-		"--key-file=" + pki("server.key"),
+		"--trusted-ca-file=" + file("ca.crt"),
+		"--cert-file=" + file("server.crt"),
+		"--key-file=" + file("server.key"),
 		"--peer-client-cert-auth",
-		"--peer-trusted-ca-file=" + pki("ca.crt"),
-		"--peer-cert-file=" + pki("peer.crt"),
-		"--peer-key-file=" + pki("peer.key"),
+		"--peer-trusted-ca-file=" + file("ca.crt"),
+		"--peer-cert-file=" + file("peer.crt"),
+		"--peer-key-file=" + file("peer.key"),
 		"--logger=zap",
 		"--log-outputs=stderr",
 		"--feature-gates=" + corruptionChecks,
@@ -99,6 +103,9 @@ func (m etcdMember) Args() []string {
 	}
 	if r := m.CompactionRetention; r != "" && r != "0" {
 		args = append(args, "--auto-compaction-mode=periodic", "--auto-compaction-retention="+r)
+	}
+	if m.PeerOnly {
+		args = append(args, "--peer-cert-allowed-cn="+pki.PeerCommonName)
 	}
 	if m.QuotaBytes > 0 {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(m.QuotaBytes, 10))
@@ -113,21 +120,11 @@ func (m etcdMember) hasData() bool {
 }
 
 // tlsConfig is this node's client-side TLS: its server certificate (which
-// carries client auth too) against the cluster CA.
+// carries client auth too) against the roots it trusts, both read from
+// PKIDir at every handshake, so that long-lived clients (the member loop,
+// the backups' election) live through a renewal and a CA rotation.
 func (m etcdMember) tlsConfig() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(filepath.Join(m.PKIDir, "server.crt"), filepath.Join(m.PKIDir, "server.key"))
-	if err != nil {
-		return nil, fmt.Errorf("load node certificate: %w", err)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(m.PKIDir, "ca.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("load cluster CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("load cluster CA %s: no certificate", filepath.Join(m.PKIDir, "ca.crt"))
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+	return pki.ClientTLSFromFiles(filepath.Join(m.PKIDir, "server.crt"), filepath.Join(m.PKIDir, "server.key"), filepath.Join(m.PKIDir, "ca.crt"))
 }
 
 // client connects to the local member over its loopback client URL.

@@ -177,6 +177,9 @@ func (n *node) boot(ctx context.Context) error {
 		// The cluster's scheduled backups, while this node holds their
 		// election (backups.go).
 		{"backups", n.scheduleBackups},
+		// Renew this node's leaves at two thirds of their life
+		// (certs.go).
+		{"certificate renewal", n.renewCertificates},
 	} {
 		supervise.Go(ctx, p.name, n.log.Printf, p.run)
 	}

@@ -49,6 +49,8 @@ type node struct {
 	formation *member.Store // formationStore
 
 	backupMu sync.Mutex // one scheduled or asked-for backup at a time
+	// certMu: one writer of state/pki at a time (certs.go).
+	certMu sync.Mutex
 	// recoverMu: one recovery request at a time (recover.go).
 	recoverMu sync.Mutex
 }
@@ -83,6 +85,9 @@ type self struct {
 	name   string
 	domain string
 	ips    []net.IP
+	// peerOnly: the leaves come from a node CA, so etcd lets only peer
+	// leaves on its peer port (issueCertificates).
+	peerOnly bool
 }
 
 // etcdState is the local etcd member, as the lifecycle and the recovery

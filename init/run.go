@@ -35,6 +35,7 @@ func (n *node) startEtcd(ctx context.Context) error {
 		AdvertiseHost: host,
 		ClientPort:    n.seed.Etcd.ClientPort,
 		PeerPort:      n.seed.Etcd.PeerPort,
+		PeerOnly:      n.peerOnly,
 	}
 	if err := os.MkdirAll(n.member.DataDir, 0o700); err != nil {
 		return err

@@ -218,6 +218,22 @@ func (c *Client) Recover(ctx context.Context, req RecoverRequest) (Recovery, err
 	return r, err
 }
 
+// RotateCA applies one phase of a CA rotation on the node (POST
+// /v1/pki/rotation) and returns once it is in effect.
+func (c *Client) RotateCA(ctx context.Context, req CARotationRequest) (CARotation, error) {
+	var r CARotation
+	err := c.do(ctx, http.MethodPost, PathCARotation, req, http.StatusOK, &r)
+	return r, err
+}
+
+// CARotation says where the node is in a CA rotation (GET
+// /v1/pki/rotation).
+func (c *Client) CARotation(ctx context.Context) (CARotation, error) {
+	var r CARotation
+	err := c.do(ctx, http.MethodGet, PathCARotation, nil, http.StatusOK, &r)
+	return r, err
+}
+
 // Restore takes one step of a restore on the node (POST /v1/restore).
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (Recovery, error) {
 	var r Recovery

@@ -69,8 +69,11 @@ type Status struct {
 	// Slots describes every slot on the ESP, in name order.
 	Slots  []Slot `json:"slots"`
 	Member Member `json:"member"`
-	// CertExpiry is the NotAfter of the node's server certificate.
+	// CertExpiry is the nearest NotAfter of the node's certificates: its
+	// server and peer leaves and the node CA that issues them.
 	CertExpiry time.Time `json:"certExpiry"`
+	// PKI says how the node's certificates are issued, and warns.
+	PKI PKI `json:"pki,omitzero"`
 	// Uptime is the time since the init started. On the wire it is a Go
 	// duration string such as "26h3m12s".
 	Uptime  time.Duration   `json:"-"`

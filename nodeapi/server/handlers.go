@@ -65,6 +65,10 @@ var routes = map[string][]endpoint{
 	nodeapi.PathRestore:    {{method: http.MethodPost, admin: true, serve: (*Server).restore}},
 	// The body is the snapshot file, not JSON.
 	nodeapi.PathRestoreSnapshot: {{method: http.MethodPost, admin: true, query: []string{"token"}, serve: (*Server).restoreSnapshot}},
+	nodeapi.PathCARotation: {
+		{method: http.MethodGet, serve: (*Server).caRotation},
+		{method: http.MethodPost, admin: true, serve: (*Server).rotateCA},
+	},
 }
 
 // ServeHTTP routes, authorizes and checks a request, and answers errors in
@@ -98,8 +102,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if ep.admin && client != pki.AdminCommonName {
-		return errorf(http.StatusForbidden, "%s %s needs the admin certificate (common name %q); this client is %q", r.Method, r.URL.Path, pki.AdminCommonName, client)
+	if ep.admin && !pki.IsAdmin(r.TLS.VerifiedChains) {
+		return errorf(http.StatusForbidden, "%s %s needs an admin certificate (issued by the cluster's root CA, etcdbox pki issue-admin); this client is %s", r.Method, r.URL.Path, client)
 	}
 	for k := range r.URL.Query() {
 		if !slices.Contains(ep.query, k) {
@@ -112,14 +116,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	return ep.serve(s, w, r)
 }
 
-// clientName returns the common name of the verified client certificate.
-// The TLS layer already refused anything else; this guards a handler
-// mounted without it.
+// clientName names the verified client (pki.Identity): "admin alice",
+// "node n2". The TLS layer already refused anything unverified; this
+// guards a handler mounted without it.
 func clientName(r *http.Request) (string, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return "", errorf(http.StatusUnauthorized, "a client certificate from the cluster CA is required")
 	}
-	return r.TLS.VerifiedChains[0][0].Subject.CommonName, nil
+	return pki.Identity(r.TLS.VerifiedChains), nil
 }
 
 func paths() []string {

@@ -58,6 +58,22 @@ type fakeNode struct {
 	recovers   []nodeapi.RecoverRequest
 	restores   []nodeapi.RestoreRequest
 	received   []string // token:body of each snapshot sent
+	rotations  []nodeapi.CARotationRequest
+}
+
+func (f *fakeNode) CARotation() (nodeapi.CARotation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return nodeapi.CARotation{Phase: nodeapi.RotationTrust}, nil
+}
+
+func (f *fakeNode) RotateCA(_ context.Context, req nodeapi.CARotationRequest) (nodeapi.CARotation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.rotations = append(f.rotations, req)
+	return nodeapi.CARotation{ID: "0123456789abcdef", Phase: req.Phase}, nil
 }
 
 func (f *fakeNode) Restore(_ context.Context, req nodeapi.RestoreRequest) (nodeapi.Recovery, error) {
@@ -227,6 +243,8 @@ func (f *fakeNode) callCount() int {
 // testPKI is a cluster CA with the files of one node and of its clients.
 type testPKI struct {
 	ca *pki.CA
+	// nodeCA is a node CA under ca, as seeds carry it.
+	nodeCA *pki.CA
 	// admin holds ca.crt, admin.crt and admin.key (pki init's layout);
 	// node holds ca.crt, server.crt and server.key (the node's state/pki).
 	admin, node string
@@ -239,17 +257,20 @@ func newTestPKI(t *testing.T) *testPKI {
 	ca, err := pki.LoadCAFiles(p.admin)
 	require.NoError(t, err)
 	p.ca = ca
+	p.nodeCA, err = ca.IssueNodeCA(pki.NodeScope{Names: []string{"n1", "n2"}}, 0)
+	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(p.node, 0o700))
 	require.NoError(t, writeDir(p.node, map[string][]byte{server.CACertFile: ca.CertPEM()}))
 	p.issueServer(t)
 	return p
 }
 
-// issueServer writes a new server leaf for node n1 into the node's dir.
+// issueServer writes a new server leaf for node n1, from the node CA,
+// into the node's dir.
 func (p *testPKI) issueServer(t *testing.T) {
 	t.Helper()
 	dns, ips := pki.NodeSANs("n1", nil, nil)
-	cert, key, err := p.ca.Issue(pki.Leaf{CommonName: "n1", DNSNames: dns, IPs: ips, Server: true, Client: true})
+	cert, key, err := p.nodeCA.Issue(pki.Leaf{CommonName: "n1", DNSNames: dns, IPs: ips, Server: true, Client: true})
 	require.NoError(t, err)
 	require.NoError(t, writeDir(p.node, map[string][]byte{server.ServerCertFile: cert, server.ServerKeyFile: key}))
 }
@@ -259,11 +280,17 @@ func (p *testPKI) issueServer(t *testing.T) {
 // client certificate).
 func (p *testPKI) clientTLS(t *testing.T, issuer *pki.CA, cn string) *tls.Config {
 	t.Helper()
+	return p.clientTLSWith(t, issuer, pki.Leaf{CommonName: cn, Client: true})
+}
+
+// clientTLSWith is clientTLS of the leaf l.
+func (p *testPKI) clientTLSWith(t *testing.T, issuer *pki.CA, l pki.Leaf) *tls.Config {
+	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AddCert(p.ca.Cert)
 	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if issuer != nil {
-		certPEM, keyPEM, err := issuer.Issue(pki.Leaf{CommonName: cn, Client: true})
+		certPEM, keyPEM, err := issuer.Issue(l)
 		require.NoError(t, err)
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		require.NoError(t, err)

@@ -142,6 +142,14 @@ type Node interface {
 	// read from r, once it verifies against the token's SHA-256 (a bad
 	// one is ErrBadRequest).
 	ReceiveSnapshot(ctx context.Context, token string, r io.Reader) (nodeapi.Recovery, error)
+	// CARotation says where the node is in a CA rotation.
+	CARotation() (nodeapi.CARotation, error)
+	// RotateCA applies one phase of a CA rotation (DESIGN §6) and
+	// returns once it is in effect (etcd restarted and serving, where
+	// the phase restarts it). A phase the node passed answers its state
+	// unchanged; a phase out of order, or another rotation while one is
+	// under way, is ErrRefused.
+	RotateCA(ctx context.Context, req nodeapi.CARotationRequest) (nodeapi.CARotation, error)
 }
 
 // Config configures a Server.

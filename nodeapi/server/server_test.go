@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,9 @@ func TestRefusedAtTheTLSLayer(t *testing.T) {
 		{"no client certificate", endpoint, p.clientTLS(t, nil, "")},
 		{"admin certificate of another CA", endpoint, p.clientTLS(t, other, pki.AdminCommonName)},
 		{"the admin certificate over TLS 1.2", endpoint, tls12(p.clientTLS(t, p.ca, pki.AdminCommonName))},
+		// The node CA's name constraints allow no such URI: the chain
+		// does not verify.
+		{"the admin URI minted by a node", endpoint, p.clientTLSWith(t, p.nodeCA, pki.Leaf{CommonName: "mallory", Client: true, URIs: []*url.URL{adminURI(t)}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, req := range []struct{ method, path, body string }{
@@ -67,11 +71,30 @@ func TestRefusedAtTheTLSLayer(t *testing.T) {
 	}
 }
 
+// TestNonAdminReadsButCannotAct: a node's leaf reads, and every mutating
+// endpoint refuses it; so does a leaf a node mints under the admin's
+// name, and a leaf of a seed that carries the root's key.
 func TestNonAdminReadsButCannotAct(t *testing.T) {
 	p := newTestPKI(t)
+	for _, tc := range []struct{ name, cn, who string }{
+		{"a node leaf", "n2", "node n2"},
+		{"a node's leaf named etcdbox-admin", pki.AdminCommonName, "node etcdbox-admin"},
+		{"a leaf of the root named like a node", "n2", "n2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			issuer := p.nodeCA
+			if tc.who == "n2" {
+				issuer = p.ca
+			}
+			nonAdminCannotAct(t, p, p.clientTLS(t, issuer, tc.cn), tc.who)
+		})
+	}
+}
+
+func nonAdminCannotAct(t *testing.T, p *testPKI, tlsConfig *tls.Config, who string) {
 	node := &fakeNode{status: nodeapi.Status{Name: "n1"}}
 	endpoint := startServer(t, p, node)
-	c, err := nodeapi.NewClientTLS(endpoint, p.clientTLS(t, p.ca, "n2"))
+	c, err := nodeapi.NewClientTLS(endpoint, tlsConfig)
 	require.NoError(t, err)
 	ctx := t.Context()
 
@@ -102,13 +125,19 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 			_, err := c.Recover(ctx, nodeapi.RecoverRequest{Survivor: "n1", Token: nodeapi.RecoveryToken("1", "2")})
 			return err
 		},
+		"rotate CA": func() error {
+			_, err := c.RotateCA(ctx, nodeapi.CARotationRequest{Phase: nodeapi.RotationTrust, NewCA: string(p.ca.CertPEM())})
+			return err
+		},
 	} {
 		err := call()
 		require.Error(t, err, name)
 		ae := apiError(t, err)
 		assert.Equal(t, http.StatusForbidden, ae.StatusCode, name)
-		assert.Contains(t, ae.Message, `needs the admin certificate (common name "etcdbox-admin"); this client is "n2"`, name)
+		assert.Contains(t, ae.Message, "needs an admin certificate (issued by the cluster's root CA, etcdbox pki issue-admin); this client is "+who, name)
 	}
+	_, err = c.CARotation(ctx)
+	require.NoError(t, err, "reading the rotation is not acting")
 	assert.Zero(t, node.reboots)
 	assert.Empty(t, node.staged)
 	assert.Empty(t, node.held)
@@ -118,6 +147,7 @@ func TestNonAdminReadsButCannotAct(t *testing.T) {
 	assert.Empty(t, node.decommissioned)
 	assert.Empty(t, node.formation.Without)
 	assert.Empty(t, node.recovers)
+	assert.Empty(t, node.rotations)
 	assert.Empty(t, node.restores)
 }
 
@@ -357,7 +387,7 @@ func TestBadRequests(t *testing.T) {
 		{"method on upgrade", "DELETE", "/v1/upgrade", "", ``, 405, "method DELETE not allowed on /v1/upgrade; use GET or POST"},
 		{"GET reboot", "GET", "/v1/reboot", "", ``, 405, "method GET not allowed on /v1/reboot; use POST"},
 		{"POST status", "POST", "/v1/status", "", `{}`, 405, "method POST not allowed on /v1/status; use GET"},
-		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/reboot, /v1/recover, /v1/restore, /v1/restore/snapshot, /v1/snapshot, /v1/status, /v1/upgrade`},
+		{"unknown path", "GET", "/v1/shell", "", ``, 404, `unknown path "/v1/shell"; the API has /v1/backups, /v1/decommission, /v1/formation, /v1/logs, /v1/pki/rotation, /v1/reboot, /v1/recover, /v1/restore, /v1/restore/snapshot, /v1/snapshot, /v1/status, /v1/upgrade`},
 		{"unversioned path", "GET", "/status", "", ``, 404, `unknown path "/status"`},
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},
@@ -471,4 +501,34 @@ func TestDecommissionNotThisNode(t *testing.T) {
 func tls12(c *tls.Config) *tls.Config {
 	c.MinVersion, c.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 	return c
+}
+
+func adminURI(t *testing.T) *url.URL {
+	u, err := url.Parse(pki.AdminURI)
+	require.NoError(t, err)
+	return u
+}
+
+// TestAdminByIssuerAndURI: an admin certificate of the root, named as the
+// operator likes, acts, and applies a CA rotation phase.
+func TestAdminByIssuerAndURI(t *testing.T) {
+	p := newTestPKI(t)
+	node := &fakeNode{}
+	endpoint := startServer(t, p, node)
+	certPEM, keyPEM, err := p.ca.IssueAdmin("alice", time.Hour)
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	tc := p.clientTLS(t, nil, "")
+	tc.Certificates = []tls.Certificate{cert}
+	c, err := nodeapi.NewClientTLS(endpoint, tc)
+	require.NoError(t, err)
+	require.NoError(t, c.Reboot(t.Context()))
+	rot, err := c.RotateCA(t.Context(), nodeapi.CARotationRequest{Phase: nodeapi.RotationTrust, NewCA: string(p.ca.CertPEM())})
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.RotationTrust, rot.Phase)
+	_, err = c.RotateCA(t.Context(), nodeapi.CARotationRequest{Phase: nodeapi.RotationReissue, NewCA: string(p.ca.CertPEM())})
+	assert.Equal(t, http.StatusBadRequest, apiError(t, err).StatusCode, "reissue without the node CA")
+	assert.Equal(t, 1, node.reboots)
+	assert.Len(t, node.rotations, 1)
 }
