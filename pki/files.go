@@ -38,6 +38,14 @@ const (
 // refuses to run when any of these files exists, so that an existing CA is
 // never replaced by accident; that error wraps fs.ErrExist.
 func Init(dir string, force bool) error {
+	return InitNamed(dir, CACommonName, force)
+}
+
+// InitNamed is Init with the CA's common name: a CA that is to replace
+// another (etcdbox pki rotate-ca) needs a name of its own, so that a
+// client holding both admin certificates can present the one a server
+// asks for (TLS names the acceptable CAs by subject).
+func InitNamed(dir, commonName string, force bool) error {
 	if !force {
 		for _, name := range InitFiles {
 			p := filepath.Join(dir, name)
@@ -48,7 +56,7 @@ func Init(dir string, force bool) error {
 			}
 		}
 	}
-	ca, err := NewCA(CACommonName, 0)
+	ca, err := NewCA(commonName, 0)
 	if err != nil {
 		return fmt.Errorf("pki init: %w", err)
 	}
