@@ -222,4 +222,3 @@ func ReadRotationStatus(ctx context.Context, e RotationRecords) (RotationStatus,
 	st.Nodes = slices.DeleteFunc(recs, func(r RotationRecord) bool { return ok && r.ID != t.ID })
 	return st, nil
 }
-

@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"crypto/x509"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -171,4 +172,23 @@ func TestRenewAt(t *testing.T) {
 	at, err := RenewAt(certPEM)
 	require.NoError(t, err)
 	assert.WithinDuration(t, before.Add(60*time.Second), at, 2*time.Second, "two thirds of 90s")
+}
+
+// TestBundleOfPEMsWithoutNewlines: a seed's PEM may lack its last
+// newline; the roots of a rotation still parse, both of them.
+func TestBundleOfPEMsWithoutNewlines(t *testing.T) {
+	old, next := newRoot(t, "old"), newRoot(t, "next")
+	sp := old.seedPKI()
+	sp.CACert = strings.TrimSpace(sp.CACert)
+	req := next.req(nodeapi.RotationTrust)
+	req.NewCA = strings.TrimSpace(req.NewCA)
+	p, err := Decide(sp, Record{})
+	require.NoError(t, err)
+	rec, _, err := Next(Record{}, sp.CACert, p, req, time.Now())
+	require.NoError(t, err)
+	p, err = Decide(sp, rec)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(p.Roots))
+	assert.Len(t, pool.Subjects(), 2, "both roots parse") //nolint:staticcheck // Subjects lists what the pool holds
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
@@ -51,7 +52,7 @@ func Decide(k seed.PKI, rec Record) (Plan, error) {
 	case sameCert(seedCA, []byte(rec.NewCA)) && p.NodeCA():
 		// The operator made new seeds with the new root: they win.
 		if rec.Phase != nodeapi.RotationDrop {
-			p.Roots = append(append([]byte(nil), rec.OldCA...), rec.NewCA...)
+			p.Roots = bundle(rec.OldCA, rec.NewCA)
 		}
 		return p, nil
 	case !sameCert(seedCA, []byte(rec.SeedCA)) && !sameCert(seedCA, []byte(rec.OldCA)) && !sameCert(seedCA, []byte(rec.NewCA)):
@@ -66,7 +67,7 @@ func Decide(k seed.PKI, rec Record) (Plan, error) {
 		p.Issuer, p.Kind = nodeCA, nodeapi.IssuerNodeCA
 		p.Warnings = slicesDelete(p.Warnings, warnRootKey)
 	}
-	p.Roots, p.Sole = append(append([]byte(nil), rec.OldCA...), rec.NewCA...), []byte(rec.OldCA)
+	p.Roots, p.Sole = bundle(rec.OldCA, rec.NewCA), []byte(rec.OldCA)
 	if rec.Phase == nodeapi.RotationDrop {
 		p.Roots, p.Sole = []byte(rec.NewCA), []byte(rec.NewCA)
 		if !sameCert(seedCA, []byte(rec.NewCA)) {
@@ -99,6 +100,18 @@ func fromSeed(k seed.PKI) (Plan, error) {
 		return p, errors.New("seed pki: no CA key and no certificate")
 	}
 	return p, nil
+}
+
+// bundle joins PEM texts, each on lines of its own: a seed's PEM need not
+// end in a newline, and a PEM block glued to the next one's BEGIN line
+// does not parse.
+func bundle(pems ...string) []byte {
+	var b []byte
+	for _, p := range pems {
+		b = append(b, strings.TrimSpace(p)...)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // sameCert reports whether two PEM texts hold the same first certificate.

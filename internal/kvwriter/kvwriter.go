@@ -7,6 +7,13 @@
 // endpoint (failing over to the others, as a client of the cluster does)
 // and reads the next worker's key. A put that fails may still take effect
 // at any later time, so it is recorded as unknown with no return time.
+//
+// A request etcd refused before it could take effect is asked again, as
+// a careful client does: a proposal raft dropped (a leader hands over
+// leadership, or stops) never entered the log; a read (idempotent) that
+// lost its leader is read again. The operation spans every try, so the
+// history stays exact, and only a request that fails for good counts as
+// failed.
 package kvwriter
 
 import (
@@ -19,6 +26,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -111,6 +119,8 @@ type Writer struct {
 	hist    []porcupine.Operation
 	lastAck time.Time
 	gap     time.Duration
+	failed  int
+	errs    []string
 }
 
 // Result is what a stopped writer saw.
@@ -120,6 +130,11 @@ type Result struct {
 	Acked int
 	// Gap is the longest time without an acknowledged put.
 	Gap time.Duration
+	// Failed is the number of puts and gets that returned an error: what
+	// a client of the cluster would have seen fail. Errors are the first
+	// of them, with when they came.
+	Failed int
+	Errors []string
 }
 
 // Start starts one worker per endpoint.
@@ -158,12 +173,13 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 	for v := 1; ctx.Err() == nil; v++ {
 		call := w.now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		_, err := cli.Put(octx, key, strconv.Itoa(v))
+		_, err := retry(octx, false, func() error { _, err := cli.Put(octx, key, strconv.Itoa(v)); return err })
 		cancel()
 		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
 		if err != nil {
 			// It may still take effect, at any later time.
 			op.Output, op.Return = Output{Unknown: true}, math.MaxInt64
+			w.fail(ctx, "put", err)
 		} else {
 			op.Output, op.Return = Output{Value: v}, w.now()
 		}
@@ -171,7 +187,8 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 
 		call = w.now()
 		octx, cancel = context.WithTimeout(ctx, opTimeout)
-		r, err := cli.Get(octx, other)
+		var r *clientv3.GetResponse
+		_, err = retry(octx, true, func() error { var err error; r, err = cli.Get(octx, other); return err })
 		cancel()
 		if err == nil {
 			got := 0
@@ -179,8 +196,49 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 				got, _ = strconv.Atoi(string(r.Kvs[0].Value))
 			}
 			w.record(porcupine.Operation{ClientId: id, Input: Input{Key: other}, Call: call, Output: Output{Value: got}, Return: w.now()}, false)
+		} else {
+			// A failed read says nothing and is left out of the history.
+			w.fail(ctx, "get", err)
 		}
-		// A failed read says nothing and is left out.
+	}
+}
+
+// proposalDropped is raft's ErrProposalDropped, as etcd passes it on.
+const proposalDropped = "raft proposal dropped"
+
+// retry calls op until it succeeds, fails in a way that may have taken
+// effect, or ctx ends, and returns how many tries it took. A dropped
+// proposal never took effect; a read that lost its leader changed
+// nothing.
+func retry(ctx context.Context, read bool, op func() error) (int, error) {
+	for tries := 1; ; tries++ {
+		err := op()
+		if err == nil || ctx.Err() != nil {
+			return tries, err
+		}
+		desc := rpctypes.ErrorDesc(err)
+		safe := desc == proposalDropped || (read && desc == rpctypes.ErrLeaderChanged.Error())
+		if !safe {
+			return tries, err
+		}
+		select {
+		case <-ctx.Done():
+			return tries, err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// fail counts a failed request, unless the writer is stopping.
+func (w *Writer) fail(ctx context.Context, op string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failed++
+	if len(w.errs) < 10 {
+		w.errs = append(w.errs, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), op, err))
 	}
 }
 
@@ -229,7 +287,7 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 		}
 		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: w.key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
 	}
-	res := Result{History: w.hist, Gap: w.gap}
+	res := Result{History: w.hist, Gap: w.gap, Failed: w.failed, Errors: w.errs}
 	for _, op := range w.hist {
 		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
 			res.Acked++
