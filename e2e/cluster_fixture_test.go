@@ -58,7 +58,7 @@ func upCluster(t *testing.T, n int) *running {
 	code, vars := testenv.OVMF(t)
 	cfg := cluster.Config{
 		Dir: t.TempDir(), Image: clusterImage(t), OVMFCode: code, OVMFVars: vars,
-		MemoryMiB: 768, GuestPorts: []int{hookPort}, Log: t.Logf,
+		MemoryMiB: 768, GuestPorts: []int{hookPort, peerPort}, Log: t.Logf,
 		// A backup a minute, each pushed to the cluster's registry:
 		// TestCluster checks that one comes on time and pulls one back.
 		Backup: seed.Backup{Interval: "1m", Keep: 3, Push: &seed.BackupPush{Repository: cluster.GuestRegistry() + "/" + backupRepo, Insecure: true}},

@@ -138,7 +138,9 @@ func TestCluster(t *testing.T) {
 	ok = t.Run("quorum lost for good: recover --survivor, fresh nodes join, an old member is refused", func(t *testing.T) { testRecover(ctx, t, c) })
 	require.True(t, ok, "the next step needs the recovered cluster whole")
 	ok = t.Run("restore to a snapshot taken under writes: every node fenced, a new cluster, watches compacted", func(t *testing.T) { testRestore(ctx, t, c) })
-	require.True(t, ok, "the last step needs the restored cluster whole")
+	require.True(t, ok, "the next step needs the restored cluster whole")
+	ok = t.Run("CA rotated under writes in three phases, a power cut mid-reissue; the old CA refused after", func(t *testing.T) { testRotateCA(ctx, t, c) })
+	require.True(t, ok, "the last step needs the rotated cluster whole, its seed made anew")
 	t.Run("two of three disks wiped: no cluster forms, the survivor keeps its data", func(t *testing.T) { testTwoWiped(ctx, t, c) })
 }
 

@@ -58,7 +58,7 @@ func parseDataLine(t *testing.T, line string) dataReport {
 // host then checks the partition table and the filesystem offline.
 func TestDiskGrows(t *testing.T) {
 	// One VM, after the cluster tests (e2e/schedule_test.go).
-	oneVMTest(t, lanePower)
+	oneVMTest(t, laneSlots)
 	pkiDir, img := fixture(t)
 	dataStart := gptPartition(t, readGPT(t, img), dataLabel).GetStart()
 	// wantFSMiB is DATA's size in MiB when it fills a disk of size bytes

@@ -24,15 +24,19 @@ import (
 )
 
 // TestSingleNode boots one node and walks it through an operator's day:
-// TLS-only service, refusals, an etcd crash, a reset, a power-off and a
-// second boot, checking the data each time.
+// TLS-only service, refusals, leaves renewed under a client, an etcd
+// crash, a reset, a power-off and a second boot, checking the data each
+// time. Its seed (a cidata volume) gives leaves of 30 s.
 func TestSingleNode(t *testing.T) {
 	// One VM, after the cluster tests (e2e/schedule_test.go).
 	oneVMTest(t, lanePower)
 	pkiDir, img := fixture(t)
 	n := newNode(t, img)
+	n.cfg.ExtraDisks = []string{shortLeavesVolume(t, pkiDir)}
 	n.boot(t)
 	n.wait(t, 0, "etcdbox: etcd ready", bootDeadline)
+	mark, etcdStart := n.vm.Mark(), etcdStartTime(t, n, pkiDir)
+	rw := watchRenewals(t, n, pkiDir)
 
 	t.Run("put and get over mutual TLS", func(t *testing.T) {
 		out, err := testenv.Etcdctl(t, pkiDir, n.endpoint(), "put", "k1", "v1")
@@ -80,6 +84,10 @@ func TestSingleNode(t *testing.T) {
 		require.NoError(t, err)
 		good := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, Certificates: []tls.Certificate{admin}}}}
 		assert.NoError(t, get(good, fmt.Sprintf("https://127.0.0.1:%d/health", port)))
+	})
+
+	t.Run("leaves renewed three times under a client: no failed request, etcd never restarts", func(t *testing.T) {
+		testRenewal(t, n, pkiDir, rw, mark, etcdStart)
 	})
 
 	t.Run("etcd killed with SIGKILL comes back", func(t *testing.T) {

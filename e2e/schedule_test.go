@@ -28,10 +28,12 @@ import (
 // (the lanes ended 6 min 6 s and 4 min 36 s after the roll, with
 // TestDiskGrows in the first; it moved).
 const (
-	// laneSlots: TestBadSlots (the four bad slots, 6 min 6 s).
+	// laneSlots: TestBadSlots (the four bad slots, 5 min 26 s) and
+	// TestDiskGrows (39 s; it moved here when session 9's leaf renewal
+	// made TestSingleNode a minute longer).
 	laneSlots = iota
-	// lanePower: TestPowerCutDuringStaging (1 min 26 s), TestSingleNode
-	// (1 min 40 s), TestBadSeed (1 min 30 s) and TestDiskGrows (33 s).
+	// lanePower: TestPowerCutDuringStaging (1 min 16 s), TestSingleNode
+	// (2 min 16 s, and the renewal's minute) and TestBadSeed (1 min 17 s).
 	lanePower
 	numLanes
 )

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,67 +14,30 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/internal/kvwriter"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/rollout"
 	"github.com/etcdbox/etcdbox/seed"
 )
 
-// rotationTLS is a client of both roots presenting the given admin
-// certificates (pki dirs), the first the server accepts.
-func rotationTLS(t *testing.T, dirs ...string) *tls.Config {
-	t.Helper()
-	tc := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS13}
-	for _, d := range dirs {
-		cert, err := tls.LoadX509KeyPair(filepath.Join(d, pki.AdminCertFile), filepath.Join(d, pki.AdminKeyFile))
-		require.NoError(t, err)
-		tc.Certificates = append(tc.Certificates, cert)
-	}
-	return tc
-}
-
-// trustBoth adds the roots of the pki dirs to tc.
-func trustBoth(t *testing.T, tc *tls.Config, dirs ...string) *tls.Config {
-	t.Helper()
-	for _, d := range dirs {
-		ca, err := pki.LoadCAFiles(d)
-		require.NoError(t, err)
-		tc.RootCAs.AddCert(ca.Cert)
-	}
-	return tc
-}
-
-// ports says which of a node's ports take a client presenting tc: a
-// linearizable read on the client port, GET /v1/status on the API, and
-// peer (a peer leaf, as the peer port takes no other) on the peer port.
+// ports says which of n's ports take a client (testenv.Reach).
 func (n *cnode) ports(t *testing.T, tc, peer *tls.Config) map[string]error {
 	t.Helper()
-	out := map[string]error{}
-	// The handshake first: clientv3 would only say its deadline passed.
-	err := handshake(fmt.Sprintf("127.0.0.1:%d", n.clientPort), tc)
-	var cli *clientv3.Client
-	if err == nil {
-		cli, err = clientv3.New(clientv3.Config{Endpoints: []string{n.endpoint()}, TLS: tc, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
-	}
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = cli.Get(ctx, "probe")
-		cancel()
-		cli.Close()
-	}
-	out["client"] = err
-	api, err := nodeapi.NewClientTLS("https://127.0.0.1:"+strconv.Itoa(n.apiPort), tc)
+	at := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	return testenv.Reach(t, testenv.Ports{Client: at(n.clientPort), API: at(n.apiPort), Peer: at(n.peerPort)}, tc, peer)
+}
+
+// seedNodeCA is the node CA of n's seed.
+func seedNodeCA(t *testing.T, n *cnode) *pki.CA {
+	t.Helper()
+	var s *seed.Seed
+	editSeed(t, n, func(got *seed.Seed) { s = got })
+	ca, err := pki.LoadCA([]byte(s.PKI.NodeCACert), []byte(s.PKI.NodeCAKey))
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, out["api"] = api.Status(ctx)
-	cancel()
-	api.Close()
-	out["peer"] = handshake(fmt.Sprintf("127.0.0.1:%d", n.peerPort), peer)
-	return out
+	return ca
 }
 
 // peerLeaf is a client configuration presenting a peer leaf of ca, with
@@ -90,29 +51,6 @@ func peerLeaf(t *testing.T, ca *pki.CA, tc *tls.Config) *tls.Config {
 	out := tc.Clone()
 	out.Certificates = []tls.Certificate{cert}
 	return out
-}
-
-// seedNodeCA is the node CA of n's seed.
-func seedNodeCA(t *testing.T, n *cnode) *pki.CA {
-	t.Helper()
-	var s *seed.Seed
-	editSeed(t, n, func(got *seed.Seed) { s = got })
-	ca, err := pki.LoadCA([]byte(s.PKI.NodeCACert), []byte(s.PKI.NodeCAKey))
-	require.NoError(t, err)
-	return ca
-}
-
-// handshake completes a TLS handshake (and a request, so that a refusal
-// of the client's certificate, which TLS 1.3 reports after the
-// handshake, shows).
-func handshake(addr string, tc *tls.Config) error {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
-	resp, err := hc.Get("https://" + addr + "/version")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
 }
 
 // TestContainerCARotation rotates the CA of a 3-node cluster under a
@@ -143,10 +81,11 @@ func TestContainerCARotation(t *testing.T) {
 	require.NoError(t, err)
 	nodeCAKey, err := nodeCA.KeyPEM()
 	require.NoError(t, err)
-	both := trustBoth(t, rotationTLS(t, c.pkiDir, next), c.pkiDir, next)
-	oldAdmin := trustBoth(t, rotationTLS(t, c.pkiDir), c.pkiDir, next)
-	newAdmin := trustBoth(t, rotationTLS(t, next), c.pkiDir, next)
-	oldPeer, newPeer := peerLeaf(t, seedNodeCA(t, nodes[0]), both), peerLeaf(t, nodeCA, both)
+	roots := []string{c.pkiDir, next}
+	both := testenv.AdminTLS(t, roots, c.pkiDir, next)
+	oldAdmin, newAdmin := testenv.AdminTLS(t, roots, c.pkiDir), testenv.AdminTLS(t, roots, next)
+	oldPeer := testenv.WithLeaf(t, both, seedNodeCA(t, nodes[0]), pki.PeerCommonName)
+	newPeer := testenv.WithLeaf(t, both, nodeCA, pki.PeerCommonName)
 
 	var eps []string
 	var rnodes []rollout.Node
@@ -238,9 +177,9 @@ func leastPrivilege(t *testing.T, c *cluster, nodes []*cnode) {
 		return tc
 	}
 	peerAddr := fmt.Sprintf("127.0.0.1:%d", n1.peerPort)
-	assert.NoError(t, handshake(peerAddr, leaf("peer")), "a peer leaf on the peer port")
-	assert.Error(t, handshake(peerAddr, admin), "the admin on the peer port")
-	assert.Error(t, handshake(peerAddr, leaf("server")), "a node's server leaf on the peer port")
+	assert.NoError(t, testenv.Handshake(peerAddr, leaf("peer")), "a peer leaf on the peer port")
+	assert.Error(t, testenv.Handshake(peerAddr, admin), "the admin on the peer port")
+	assert.Error(t, testenv.Handshake(peerAddr, leaf("server")), "a node's server leaf on the peer port")
 
 	api, err := nodeapi.NewClientTLS("https://127.0.0.1:"+strconv.Itoa(n1.apiPort), leaf("server"))
 	require.NoError(t, err)

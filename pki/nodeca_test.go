@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -179,4 +180,21 @@ func TestRenewKeepsKey(t *testing.T) {
 	cert, err := ParseCertPEM(certPEM)
 	require.NoError(t, err)
 	assert.NoError(t, KeyMatches(cert, key))
+}
+
+// TestPromoteNext: after a rotation, the next CA is the directory's, the
+// old one is kept in previous/.
+func TestPromoteNext(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, Init(dir, false))
+	require.NoError(t, InitNamed(filepath.Join(dir, NextDir), "etcdbox-ca-next", false))
+	require.NoError(t, PromoteNext(dir))
+	ca, err := LoadCAFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "etcdbox-ca-next", ca.Cert.Subject.CommonName)
+	prev, err := LoadCAFiles(filepath.Join(dir, PreviousDir))
+	require.NoError(t, err)
+	assert.Equal(t, CACommonName, prev.Cert.Subject.CommonName)
+	assert.NoDirExists(t, filepath.Join(dir, NextDir))
+	assert.ErrorContains(t, PromoteNext(dir), "next", "nothing to promote")
 }

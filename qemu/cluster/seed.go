@@ -115,3 +115,16 @@ func (c *Cluster) ensureSeed() (string, error) {
 	c.cfg.Log("seed: %s (cluster %s, SRV domain %s, %d initial members, no node name: DHCP gives it)", p, Name, c.st.Domain, c.st.InitialSize)
 	return p, nil
 }
+
+// Reseed writes the seed volume anew from the cluster's PKI directory,
+// after a CA rotation promoted a new CA there: nodes started from now on
+// (new ones, wiped ones, any that reboot) boot with the new root and a
+// node CA under it. Running VMs keep the volume they opened.
+func (c *Cluster) Reseed() error {
+	p := filepath.Join(c.cfg.Dir, SeedFile)
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	_, err := c.ensureSeed()
+	return err
+}
