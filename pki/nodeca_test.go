@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -196,5 +197,10 @@ func TestPromoteNext(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, CACommonName, prev.Cert.Subject.CommonName)
 	assert.NoDirExists(t, filepath.Join(dir, NextDir))
-	assert.ErrorContains(t, PromoteNext(dir), "next", "nothing to promote")
+	require.NoError(t, PromoteNext(dir), "done already: nothing changes")
+	again, err := LoadCAFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, ca.Cert.Raw, again.Cert.Raw)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, PreviousDir)))
+	assert.ErrorContains(t, PromoteNext(dir), NextDir, "nothing to promote")
 }

@@ -18,36 +18,55 @@ const (
 	BundleFile  = "ca-bundle.crt"
 )
 
-// PromoteNext makes the next CA of dir its CA once a rotation is done:
-// ca.crt, ca.key, admin.crt and admin.key move to dir/previous (replacing
-// what a former rotation left there), dir/next's move up, and dir/next
-// goes. Every file is moved by rename, in the same filesystem.
+// PromoteNext makes the next CA in dir/next the CA of dir once a rotation
+// is done: dir's ca.crt, ca.key, admin.crt and admin.key move to
+// dir/previous/ (mode 0700), whatever dir/next holds moves to dir, and
+// dir/next goes. ca-bundle.crt stays. Run again after an interruption,
+// it finishes the job.
 func PromoteNext(dir string) error {
 	next, prev := filepath.Join(dir, NextDir), filepath.Join(dir, PreviousDir)
-	for _, name := range InitFiles {
-		if _, err := os.Stat(filepath.Join(next, name)); err != nil {
-			return fmt.Errorf("promote %s: %w", next, err)
+	for _, f := range InitFiles {
+		if exists(filepath.Join(next, f)) || (exists(filepath.Join(dir, f)) && exists(filepath.Join(prev, f))) {
+			continue
+		}
+		return fmt.Errorf("promote the next CA: %s: %w", filepath.Join(next, f), fs.ErrNotExist)
+	}
+	if err := os.MkdirAll(prev, 0o700); err != nil {
+		return fmt.Errorf("promote the next CA: %w", err)
+	}
+	for _, f := range InitFiles {
+		if !exists(filepath.Join(next, f)) {
+			continue // moved already
+		}
+		if err := os.Rename(filepath.Join(dir, f), filepath.Join(prev, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("promote the next CA: %w", err)
+		}
+		if err := os.Rename(filepath.Join(next, f), filepath.Join(dir, f)); err != nil {
+			return fmt.Errorf("promote the next CA: %w", err)
 		}
 	}
-	if err := os.RemoveAll(prev); err != nil {
-		return fmt.Errorf("promote %s: %w", next, err)
+	rest, err := os.ReadDir(next)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("promote the next CA: %w", err)
 	}
-	if err := os.Mkdir(prev, 0o700); err != nil {
-		return fmt.Errorf("promote %s: %w", next, err)
-	}
-	for _, name := range InitFiles {
-		err := os.Rename(filepath.Join(dir, name), filepath.Join(prev, name))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("promote %s: %w", next, err)
+	for _, e := range rest {
+		if err := os.Rename(filepath.Join(next, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("promote the next CA: %w", err)
 		}
 	}
-	for _, name := range InitFiles {
-		if err := os.Rename(filepath.Join(next, name), filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("promote %s: %w", next, err)
+	if err := os.Remove(next); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("promote the next CA: %w", err)
+	}
+	for _, d := range []string{prev, dir} {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("promote the next CA: %w", err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	return os.RemoveAll(next)
+	return nil
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -31,7 +31,7 @@ SRV records, served by a daemon of this program). The nodes find each other
 by DNS SRV; loopback ports on this machine forward to each node.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newClusterUpCmd(), newClusterAddCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterNetdCmd(), newClusterUpgradeCmd())
+	cmd.AddCommand(newClusterUpCmd(), newClusterAddCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterNetdCmd(), newClusterUpgradeCmd(), newClusterRotateCACmd())
 	cmd.AddCommand(newFaultCmds()...)
 	return cmd
 }

@@ -18,7 +18,7 @@ func newPKICmd() *cobra.Command {
 		Short: "Manage the cluster CA and admin certificate",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newPKIInitCmd(), newPKISigningKeyCmd())
+	cmd.AddCommand(newPKIInitCmd(), newPKISigningKeyCmd(), newPKIIssueAdminCmd(), newPKIRotateCACmd())
 	return cmd
 }
 

@@ -54,7 +54,9 @@ func newStatusCmd() *cobra.Command {
 		Long: `Ask every node's API (mutual TLS with the admin certificate) for its
 status and print one row per node: image and etcd versions, booted slot and
 whether it is blessed, member role, leadership, health, and the expiry of
-the node's certificate (flagged when it is less than 14 days away).
+the node's certificate (flagged when it is less than 14 days away). Lines
+under the table tell of a rollback, a recovery, an upgrade or a CA
+rotation under way, and of the node's PKI warnings.
 
 --dir reads the nodes of a local cluster from DIR/state.json (etcdbox
 cluster up) and the admin certificate from DIR/pki. --endpoints names the
@@ -212,23 +214,7 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
 			slot, blessed, role, leader, health, uptime, orDefault(s.Kernel, "-"), certExpiry(s.CertExpiry, now))
-		if s.LastRollback != "" {
-			notes = append(notes, fmt.Sprintf("%s: last rollback: %s", name, s.LastRollback))
-		}
-		if q := s.Quorum; q.Lost {
-			notes = append(notes, fmt.Sprintf("%s: QUORUM LOST: no linearizable read since %s (%s ago); answering: %s; silent: %s. If the silent members are gone for good: %s",
-				name, q.Since.UTC().Format(time.RFC3339), roughDuration(now.Sub(q.Since)), strings.Join(q.Answering, ", "), orDefault(strings.Join(q.Silent, ", "), "none"), q.Command))
-		}
-		if rc := s.Recovery; rc.Phase != "" && rc.Phase != nodeapi.RecoveryDone {
-			notes = append(notes, fmt.Sprintf("%s: recovery %s stopped in phase %s; etcd stays stopped until the same etcdbox recover finishes it", name, rc.Token, rc.Phase))
-		}
-		if u := s.Upgrade; u.Phase != "" && u.Phase != nodeapi.PhaseIdle {
-			note := fmt.Sprintf("%s: upgrade to %s: %s", name, orDefault(u.Target, "-"), u.Phase)
-			if u.Error != "" {
-				note += ": " + u.Error
-			}
-			notes = append(notes, note)
-		}
+		notes = append(notes, nodeNotes(name, s, now)...)
 	}
 	w.Flush()
 	if note, _ := backupNote(results, now); note != "" {
@@ -237,6 +223,37 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 	for _, n := range append(notes, alarmNotes(results)...) {
 		fmt.Fprintln(out, n)
 	}
+}
+
+// nodeNotes are the lines printed under the table for one node: its last
+// rollback, a lost quorum, a recovery or an upgrade under way, a CA
+// rotation under way, and its PKI warnings.
+func nodeNotes(name string, s nodeapi.Status, now time.Time) []string {
+	var notes []string
+	if s.LastRollback != "" {
+		notes = append(notes, fmt.Sprintf("%s: last rollback: %s", name, s.LastRollback))
+	}
+	if q := s.Quorum; q.Lost {
+		notes = append(notes, fmt.Sprintf("%s: QUORUM LOST: no linearizable read since %s (%s ago); answering: %s; silent: %s. If the silent members are gone for good: %s",
+			name, q.Since.UTC().Format(time.RFC3339), roughDuration(now.Sub(q.Since)), strings.Join(q.Answering, ", "), orDefault(strings.Join(q.Silent, ", "), "none"), q.Command))
+	}
+	if rc := s.Recovery; rc.Phase != "" && rc.Phase != nodeapi.RecoveryDone {
+		notes = append(notes, fmt.Sprintf("%s: recovery %s stopped in phase %s; etcd stays stopped until the same etcdbox recover finishes it", name, rc.Token, rc.Phase))
+	}
+	if u := s.Upgrade; u.Phase != "" && u.Phase != nodeapi.PhaseIdle {
+		note := fmt.Sprintf("%s: upgrade to %s: %s", name, orDefault(u.Target, "-"), u.Phase)
+		if u.Error != "" {
+			note += ": " + u.Error
+		}
+		notes = append(notes, note)
+	}
+	if r := s.PKI.Rotation; r.Phase != "" && r.Phase != nodeapi.RotationDrop {
+		notes = append(notes, fmt.Sprintf("%s: CA rotation %s at phase %s", name, r.ID, r.Phase))
+	}
+	for _, w := range s.PKI.Warnings {
+		notes = append(notes, fmt.Sprintf("%s: pki: %s", name, w))
+	}
+	return notes
 }
 
 // backupNote describes the cluster's last scheduled backup, as the nodes

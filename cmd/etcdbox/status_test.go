@@ -295,3 +295,32 @@ func TestStatusBackups(t *testing.T) {
 	printNodeStatus(&b, []statusResult{{target: statusTarget{name: "n1"}, status: none}}, now)
 	assert.Contains(t, b.String(), "backups: every 1h0m0s, none taken yet")
 }
+
+// TestStatusPKI: a CA rotation under way and the node's PKI warnings are
+// printed under the table; only a certificate near its expiry fails the
+// status.
+func TestStatusPKI(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	healthy := nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true}
+	warn := "the seed carries the root CA's key (pki.caKey): any node can mint an admin certificate"
+	results := []statusResult{
+		{target: statusTarget{name: "n1"}, status: nodeapi.Status{Name: "n1", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour),
+			PKI: nodeapi.PKI{Issuer: nodeapi.IssuerRootKey, Warnings: []string{warn}}}},
+		{target: statusTarget{name: "n2"}, status: nodeapi.Status{Name: "n2", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour),
+			PKI: nodeapi.PKI{Issuer: nodeapi.IssuerNodeCA, Rotation: nodeapi.CARotation{ID: "0123456789abcdef", Phase: nodeapi.RotationReissue}}}},
+		{target: statusTarget{name: "n3"}, status: nodeapi.Status{Name: "n3", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour),
+			PKI: nodeapi.PKI{Issuer: nodeapi.IssuerNodeCA, Rotation: nodeapi.CARotation{ID: "0123456789abcdef", Phase: nodeapi.RotationDrop}}}},
+	}
+	var b strings.Builder
+	printNodeStatus(&b, results, now)
+	t.Log("\n" + b.String())
+	assert.Contains(t, b.String(), "\nn1: pki: "+warn+"\n")
+	assert.Contains(t, b.String(), "\nn2: CA rotation 0123456789abcdef at phase reissue\n")
+	assert.NotContains(t, b.String(), "n3: CA rotation", "a rotation in its drop phase is done on that node")
+	assert.NoError(t, statusProblems(results, now))
+
+	results[1].status.CertExpiry = now.Add(3 * 24 * time.Hour)
+	err := statusProblems(results, now)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "n2: certificate 2026-03-04 (in 3d, EXPIRES SOON)")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,13 +27,20 @@ import (
 
 func init() { commands = append(commands, newUpgradeCmd) }
 
-// upgradeFlags are the flags upgrade and cluster upgrade share.
-type upgradeFlags struct {
-	image         string
+// targetFlags name the nodes of a roll: node API --endpoints (etcd on
+// their hosts or at --etcd-endpoints) with the admin certificate of
+// --pki, or a local cluster's --dir.
+type targetFlags struct {
 	endpoints     []string
 	etcdEndpoints []string
 	dir           string
 	pkiDir        string
+}
+
+// upgradeFlags are the flags upgrade and cluster upgrade share.
+type upgradeFlags struct {
+	targetFlags
+	image         string
 	etcdVersion   string
 	nodeTimeout   time.Duration
 	readyWait     time.Duration
@@ -81,12 +89,7 @@ names them (same order). --dir takes both from a local cluster
 func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", "", "image reference pinned by digest (host:port/repo@sha256:...)")
-	if endpoints {
-		fl.StringSliceVar(&f.endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
-		fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, in the order of --endpoints (default: their hosts, port 2379)")
-		fl.StringVar(&f.pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
-	}
-	fl.StringVar(&f.dir, "dir", "", "local cluster directory (reads state.json and pki/)")
+	addTargetFlags(cmd, &f.targetFlags, endpoints)
 	fl.StringVar(&f.etcdVersion, "etcd-version", "", "the image's etcd version, for the version rules (default: read from the image's labels)")
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", 10*time.Minute, "how long one node may take, snapshot to blessed")
 	fl.DurationVar(&f.readyWait, "ready-wait", 2*time.Minute, "how long to wait for the cluster to be healthy before each node")
@@ -95,23 +98,38 @@ func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	fl.StringVarP(&f.output, "output", "o", "table", "--status output: table or json")
 	cmd.MarkFlagsMutuallyExclusive("image", "status", "abort")
 	cmd.MarkFlagsOneRequired("image", "status", "abort")
+}
+
+// addTargetFlags adds --dir, and with endpoints --endpoints,
+// --etcd-endpoints and --pki, one of --endpoints and --dir required.
+func addTargetFlags(cmd *cobra.Command, f *targetFlags, endpoints bool) {
+	fl := cmd.Flags()
+	if endpoints {
+		fl.StringSliceVar(&f.endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
+		fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, in the order of --endpoints (default: their hosts, port 2379)")
+		fl.StringVar(&f.pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	}
+	fl.StringVar(&f.dir, "dir", "", "local cluster directory (reads state.json and pki/)")
 	if endpoints {
 		cmd.MarkFlagsOneRequired("endpoints", "dir")
 		cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
 	}
 }
 
-// rollTargets turns the flags into the roll's nodes and the admin TLS.
-func rollTargets(f upgradeFlags) ([]rollout.Node, string, error) {
+// rollTargets turns the flags into the roll's nodes, whose APIs it
+// reaches with the TLS configuration tlsFor makes of the PKI directory
+// (nodeapi.AdminTLS for a roll); it returns that directory and
+// configuration too.
+func rollTargets(f targetFlags, tlsFor func(pkiDir string) (*tls.Config, error)) ([]rollout.Node, string, *tls.Config, error) {
 	pkiDir := f.pkiDir
 	var apis, etcds []string
 	if f.dir != "" {
 		st, err := cluster.ReadState(f.dir)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		if len(st.Nodes) == 0 {
-			return nil, "", fmt.Errorf("%s lists no nodes", filepath.Join(f.dir, cluster.StateFile))
+			return nil, "", nil, fmt.Errorf("%s lists no nodes", filepath.Join(f.dir, cluster.StateFile))
 		}
 		for _, n := range st.Nodes {
 			apis = append(apis, "https://127.0.0.1:"+strconv.Itoa(n.APIPort))
@@ -122,15 +140,15 @@ func rollTargets(f upgradeFlags) ([]rollout.Node, string, error) {
 		}
 	} else {
 		if pkiDir == "" {
-			return nil, "", errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
+			return nil, "", nil, errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
 		}
 		if len(f.etcdEndpoints) > 0 && len(f.etcdEndpoints) != len(f.endpoints) {
-			return nil, "", fmt.Errorf("--etcd-endpoints names %d endpoints and --endpoints %d; give one per node, in the same order", len(f.etcdEndpoints), len(f.endpoints))
+			return nil, "", nil, fmt.Errorf("--etcd-endpoints names %d endpoints and --endpoints %d; give one per node, in the same order", len(f.etcdEndpoints), len(f.endpoints))
 		}
 		for i, e := range f.endpoints {
 			u, err := nodeapi.ParseEndpoint(e)
 			if err != nil {
-				return nil, "", err
+				return nil, "", nil, err
 			}
 			apis = append(apis, u)
 			if len(f.etcdEndpoints) > 0 {
@@ -141,16 +159,43 @@ func rollTargets(f upgradeFlags) ([]rollout.Node, string, error) {
 			}
 		}
 	}
+	tc, err := tlsFor(pkiDir)
+	if err != nil {
+		return nil, "", nil, err
+	}
 	var nodes []rollout.Node
 	for i, a := range apis {
-		c, err := nodeapi.NewClient(a, pkiDir)
+		c, err := nodeapi.NewClientTLS(a, tc)
 		if err != nil {
-			return nil, "", err
+			closeNodes(nodes)
+			return nil, "", nil, err
 		}
-		n := rollout.Node{API: c, EtcdEndpoint: etcds[i]}
-		nodes = append(nodes, n)
+		nodes = append(nodes, rollout.Node{API: c, EtcdEndpoint: etcds[i]})
 	}
-	return nodes, pkiDir, nil
+	return nodes, pkiDir, tc, nil
+}
+
+// closeNodes closes the idle connections of the nodes' API clients.
+func closeNodes(nodes []rollout.Node) {
+	for _, n := range nodes {
+		if c, ok := n.API.(*nodeapi.Client); ok {
+			c.Close()
+		}
+	}
+}
+
+// dialRollEtcd connects to the nodes' etcd with tc; close closes the
+// connection.
+func dialRollEtcd(nodes []rollout.Node, tc *tls.Config) (e *rollout.EtcdClient, close func() error, err error) {
+	var eps []string
+	for _, n := range nodes {
+		eps = append(eps, n.EtcdEndpoint)
+	}
+	cli, err := rollout.Dial(eps, tc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
+	}
+	return rollout.NewEtcd(cli, tc), cli.Close, nil
 }
 
 func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
@@ -162,29 +207,16 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 			return err
 		}
 	}
-	nodes, pkiDir, err := rollTargets(f)
+	nodes, _, tc, err := rollTargets(f.targetFlags, nodeapi.AdminTLS)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, n := range nodes {
-			n.API.(*nodeapi.Client).Close()
-		}
-	}()
-	tc, err := nodeapi.AdminTLS(pkiDir)
+	defer closeNodes(nodes)
+	e, closeEtcd, err := dialRollEtcd(nodes, tc)
 	if err != nil {
 		return err
 	}
-	var eps []string
-	for _, n := range nodes {
-		eps = append(eps, n.EtcdEndpoint)
-	}
-	cli, err := rollout.Dial(eps, tc)
-	if err != nil {
-		return fmt.Errorf("connect to etcd: %w", err)
-	}
-	defer cli.Close()
-	e := rollout.NewEtcd(cli, tc)
+	defer closeEtcd()
 	switch {
 	case f.status:
 		s, err := rollout.ReadStatus(ctx, e)
