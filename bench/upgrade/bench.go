@@ -51,8 +51,9 @@ type rig struct {
 	log   func(format string, args ...any)
 }
 
-// bench builds the images, brings the cluster up and runs the three
-// measurements in order, printing each one's figures as soon as it has
+// bench builds the images, brings the cluster up and runs the
+// measurements in order (the CA rotation last), printing each one's
+// figures as soon as it has
 // them; the cluster goes down and the work directory away in every case.
 func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -103,19 +104,22 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 		return r.withConsoles(err)
 	}
 	printRatios(stdout, reb, roll)
-	if len(im.bad) == 0 {
-		return nil
-	}
-	node, err := r.follower(ctx)
-	if err != nil {
-		return err
-	}
-	for _, b := range im.bad {
-		back, err := r.rollback(ctx, node, b, stdout)
+	if len(im.bad) > 0 {
+		node, err := r.follower(ctx)
 		if err != nil {
-			return r.withConsoles(fmt.Errorf("%s: %w", b.what, err))
+			return err
 		}
-		printBack(stdout, b, back, reb)
+		for _, b := range im.bad {
+			back, err := r.rollback(ctx, node, b, stdout)
+			if err != nil {
+				return r.withConsoles(fmt.Errorf("%s: %w", b.what, err))
+			}
+			printBack(stdout, b, back, reb)
+		}
+	}
+	// Last: the rig's admin certificate is refused once it is done.
+	if err := r.rotateCA(ctx, roll, stdout); err != nil {
+		return r.withConsoles(err)
 	}
 	return nil
 }
