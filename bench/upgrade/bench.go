@@ -53,8 +53,8 @@ type rig struct {
 
 // bench builds the images, brings the cluster up and runs the
 // measurements in order (the CA rotation last), printing each one's
-// figures as soon as it has
-// them; the cluster goes down and the work directory away in every case.
+// figures as soon as it has them; the cluster goes down and the work
+// directory away in every case.
 func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
