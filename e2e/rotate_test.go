@@ -54,8 +54,12 @@ func testRotateCA(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	roots := []string{pkiDir, next}
 	both := testenv.AdminTLS(t, roots, pkiDir, next)
 	oldAdmin, newAdmin := testenv.AdminTLS(t, roots, pkiDir), testenv.AdminTLS(t, roots, next)
-	oldPeer := testenv.WithLeaf(t, both, oldCA, pki.PeerCommonName)
-	newPeer := testenv.WithLeaf(t, both, nodeCA, pki.PeerCommonName)
+	// The host reaches a guest's peer port through the network's
+	// forwarder, from the gateway's address.
+	gw, _, err := net.SplitHostPort(cluster.GuestRegistry())
+	require.NoError(t, err)
+	oldPeer := testenv.WithLeaf(t, both, oldCA, pki.PeerCommonName, net.ParseIP(gw))
+	newPeer := testenv.WithLeaf(t, both, nodeCA, pki.PeerCommonName, net.ParseIP(gw))
 	reach := func(n cluster.Node, admin, peer *tls.Config) map[string]error {
 		at := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 		return testenv.Reach(t, testenv.Ports{Client: at(n.ClientPort), API: at(n.APIPort), Peer: at(n.Ports[peerPort])}, admin, peer)

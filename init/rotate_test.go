@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,8 +54,9 @@ func peerLeaf(t *testing.T, ca *pki.CA, tc *tls.Config) *tls.Config {
 	return out
 }
 
-// TestContainerCARotation rotates the CA of a 3-node cluster under a
-// continuous writer, through the node API, as etcdbox rotate-ca does: all
+// TestContainerCARotation rotates the CA of a 3-node cluster, one of whose
+// nodes has an older seed (the root's key, no node CA: it serves, and
+// warns), under a continuous writer, through the node API, as etcdbox rotate-ca does: all
 // three phases run; the writer sees no failed request and its history is
 // linearizable; the old admin certificate works until its node drops the
 // old root, the new one from the trust phase on; after the drop the old
@@ -67,10 +69,28 @@ func TestContainerCARotation(t *testing.T) {
 	nodes := []*cnode{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
 	for _, n := range nodes {
 		c.writeSeed(n, "rotate", 3, "n1", "n2", "n3")
+	}
+	// n3's seed is an older one: the root's own key, no node CA.
+	rootKey, err := os.ReadFile(filepath.Join(c.pkiDir, pki.CAKeyFile))
+	require.NoError(t, err)
+	editSeed(t, nodes[2], func(s *seed.Seed) {
+		s.PKI.NodeCACert, s.PKI.NodeCAKey, s.PKI.CAKey = "", "", string(rootKey)
+	})
+	for _, n := range nodes {
 		n.start()
 	}
 	c.voters(c.client(nodes...), 3, 2*time.Minute)
 	leastPrivilege(t, c, nodes)
+	warnings := func(n *cnode, tc *tls.Config) string {
+		api, err := nodeapi.NewClientTLS("https://127.0.0.1:"+strconv.Itoa(n.apiPort), tc)
+		require.NoError(t, err)
+		defer api.Close()
+		st, err := api.Status(t.Context())
+		require.NoError(t, err)
+		return st.PKI.Issuer + ": " + strings.Join(st.PKI.Warnings, "; ")
+	}
+	assert.Equal(t, nodeapi.IssuerNodeCA+": ", warnings(nodes[0], c.adminTLS()))
+	assert.Contains(t, warnings(nodes[2], c.adminTLS()), nodeapi.IssuerRootKey+": the seed carries the root CA's key (pki.caKey): any node can mint an admin certificate")
 
 	next := filepath.Join(c.pkiDir, "next")
 	require.NoError(t, pki.InitNamed(next, "etcdbox-ca-next", false))
@@ -139,11 +159,13 @@ func TestContainerCARotation(t *testing.T) {
 
 	res, err := w.Stop(30 * time.Second)
 	require.NoError(t, err)
-	t.Logf("writer: %d acknowledged puts, %d failed requests, longest gap %s", res.Acked, res.Failed, res.Gap.Round(time.Millisecond))
+	t.Logf("writer: %d acknowledged puts, %d failed requests, longest gap %s, slowest put %s", res.Acked, res.Failed, res.Gap.Round(time.Millisecond), res.Slowest.Round(time.Millisecond))
 	assert.Zero(t, res.Failed, "no client request failed during the rotation: %v", res.Errors)
 	assert.Positive(t, res.Acked)
 	assert.Equal(t, porcupine.Ok, res.Check(time.Minute), "the writer's history is linearizable")
 
+	assert.Contains(t, warnings(nodes[2], both), nodeapi.IssuerNodeCA+": ", "the older seed's node issues from the new node CA now")
+	assert.NotContains(t, warnings(nodes[2], both), "any node can mint", "and warns no more about the root's key")
 	// Run again: every node is done, nothing changes.
 	r.AfterNode = nil
 	require.NoError(t, r.Run(t.Context()))

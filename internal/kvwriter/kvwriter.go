@@ -8,12 +8,16 @@
 // and reads the next worker's key. A put that fails may still take effect
 // at any later time, so it is recorded as unknown with no return time.
 //
-// A request etcd refused before it could take effect is asked again, as
-// a careful client does: a proposal raft dropped (a leader hands over
-// leadership, or stops) never entered the log; a read (idempotent) that
-// lost its leader is read again. The operation spans every try, so the
-// history stays exact, and only a request that fails for good counts as
-// failed.
+// A request etcd answers with an error that a careful client asks again
+// is asked again, within opTimeout: a proposal raft dropped (a leader
+// hands over leadership, or stops: it never entered the log); a request
+// etcd timed out around a leader change (a follower forwarded it to a
+// leader that dropped it in its hand-over, and only the follower's wait
+// ends); a read that lost its leader. Only a request that fails for good
+// counts as failed. The operation spans every try, and porcupine checks
+// the history: a first try that did take effect after all, late, shows as
+// a write out of its place, so asking again can hide no lost or reordered
+// write.
 package kvwriter
 
 import (
@@ -37,8 +41,11 @@ import (
 // one's values as writes nobody made.
 const Prefix = "/etcdbox-kvwriter/"
 
-// opTimeout bounds one put or get.
-const opTimeout = 5 * time.Second
+// opTimeout bounds one put or get, tries included: above etcd's own
+// request timeout (7 s with the default election timeout), so that a
+// request etcd is still working on is never given up by the client
+// before etcd itself answers.
+const opTimeout = 15 * time.Second
 
 // Input is one operation of the history.
 type Input struct {
@@ -121,6 +128,7 @@ type Writer struct {
 	gap     time.Duration
 	failed  int
 	errs    []string
+	slowest time.Duration
 }
 
 // Result is what a stopped writer saw.
@@ -135,6 +143,8 @@ type Result struct {
 	// of them, with when they came.
 	Failed int
 	Errors []string
+	// Slowest is the longest time an acknowledged put took.
+	Slowest time.Duration
 }
 
 // Start starts one worker per endpoint.
@@ -173,7 +183,7 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 	for v := 1; ctx.Err() == nil; v++ {
 		call := w.now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		_, err := retry(octx, false, func() error { _, err := cli.Put(octx, key, strconv.Itoa(v)); return err })
+		_, err := retry(octx, func() error { _, err := cli.Put(octx, key, strconv.Itoa(v)); return err })
 		cancel()
 		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
 		if err != nil {
@@ -188,7 +198,7 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 		call = w.now()
 		octx, cancel = context.WithTimeout(ctx, opTimeout)
 		var r *clientv3.GetResponse
-		_, err = retry(octx, true, func() error { var err error; r, err = cli.Get(octx, other); return err })
+		_, err = retry(octx, func() error { var err error; r, err = cli.Get(octx, other); return err })
 		cancel()
 		if err == nil {
 			got := 0
@@ -206,19 +216,21 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 // proposalDropped is raft's ErrProposalDropped, as etcd passes it on.
 const proposalDropped = "raft proposal dropped"
 
-// retry calls op until it succeeds, fails in a way that may have taken
-// effect, or ctx ends, and returns how many tries it took. A dropped
-// proposal never took effect; a read that lost its leader changed
-// nothing.
-func retry(ctx context.Context, read bool, op func() error) (int, error) {
+// askAgain lists what etcd answers that a careful client asks again.
+var askAgain = map[string]bool{
+	proposalDropped:                                true,
+	rpctypes.ErrTimeout.Error():                    true,
+	rpctypes.ErrTimeoutDueToLeaderFail.Error():     true,
+	rpctypes.ErrTimeoutDueToConnectionLost.Error(): true,
+	rpctypes.ErrLeaderChanged.Error():              true,
+}
+
+// retry calls op until it succeeds, fails with an error askAgain does not
+// list, or ctx ends, and returns how many tries it took.
+func retry(ctx context.Context, op func() error) (int, error) {
 	for tries := 1; ; tries++ {
 		err := op()
-		if err == nil || ctx.Err() != nil {
-			return tries, err
-		}
-		desc := rpctypes.ErrorDesc(err)
-		safe := desc == proposalDropped || (read && desc == rpctypes.ErrLeaderChanged.Error())
-		if !safe {
+		if err == nil || ctx.Err() != nil || !askAgain[rpctypes.ErrorDesc(err)] {
 			return tries, err
 		}
 		select {
@@ -247,6 +259,7 @@ func (w *Writer) record(op porcupine.Operation, ackedWrite bool) {
 	defer w.mu.Unlock()
 	w.hist = append(w.hist, op)
 	if ackedWrite {
+		w.slowest = max(w.slowest, time.Duration(op.Return-op.Call))
 		now := time.Now()
 		w.gap = max(w.gap, now.Sub(w.lastAck))
 		w.lastAck = now
@@ -287,7 +300,7 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 		}
 		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: w.key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
 	}
-	res := Result{History: w.hist, Gap: w.gap, Failed: w.failed, Errors: w.errs}
+	res := Result{History: w.hist, Gap: w.gap, Failed: w.failed, Errors: w.errs, Slowest: w.slowest}
 	for _, op := range w.hist {
 		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
 			res.Acked++

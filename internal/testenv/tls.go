@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -41,10 +42,13 @@ func AdminTLS(tb testing.TB, trust []string, admins ...string) *tls.Config {
 }
 
 // WithLeaf is tc presenting a new leaf of ca instead: a peer leaf when cn
-// is pki.PeerCommonName.
-func WithLeaf(tb testing.TB, tc *tls.Config, ca *pki.CA, cn string) *tls.Config {
+// is pki.PeerCommonName. etcd's peer port checks a client leaf's
+// addresses against the address it connects from: the leaf covers
+// localhost, 127.0.0.1 and ips.
+func WithLeaf(tb testing.TB, tc *tls.Config, ca *pki.CA, cn string, ips ...net.IP) *tls.Config {
 	tb.Helper()
-	certPEM, keyPEM, err := ca.Issue(pki.Leaf{CommonName: cn, DNSNames: []string{"localhost"}, Server: true, Client: true, Validity: time.Hour})
+	ips = append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...)
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{CommonName: cn, DNSNames: []string{"localhost"}, IPs: ips, Server: true, Client: true, Validity: time.Hour})
 	if err != nil {
 		tb.Fatal(err)
 	}
