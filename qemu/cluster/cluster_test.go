@@ -29,11 +29,16 @@ func TestSeed(t *testing.T) {
 	assert.Equal(t, "demo.internal", s.Discovery.SRV)
 	assert.Equal(t, 3, s.Discovery.InitialSize)
 	assert.Empty(t, s.Discovery.Peers)
-	ca, err := pki.LoadCA([]byte(s.PKI.CACert), []byte(s.PKI.CAKey))
+	assert.Empty(t, s.PKI.CAKey, "the root's key stays in the cluster's directory")
+	ca, err := pki.ParseCertPEM([]byte(s.PKI.CACert))
 	require.NoError(t, err)
 	want, err := pki.LoadCAFiles(dir)
 	require.NoError(t, err)
-	assert.True(t, ca.Cert.Equal(want.Cert), "the seed carries the cluster's CA")
+	assert.True(t, ca.Equal(want.Cert), "the seed carries the cluster's CA")
+	nodeCA, err := pki.LoadCA([]byte(s.PKI.NodeCACert), []byte(s.PKI.NodeCAKey))
+	require.NoError(t, err)
+	assert.NoError(t, nodeCA.Cert.CheckSignatureFrom(want.Cert), "the node CA is the cluster CA's")
+	assert.Equal(t, []string{"localhost", "demo.internal"}, nodeCA.Cert.PermittedDNSDomains, "kept to the cluster's domain")
 }
 
 func TestWriteEnv(t *testing.T) {
