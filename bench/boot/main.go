@@ -15,21 +15,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/etcdbox/etcdbox/bench/internal/benchmain"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench boot:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchmain.Main("bench boot", run) }
 
 // run parses args, builds the two images, boots them and prints the
 // figures to stdout; progress and console tails of failed boots go to

@@ -28,63 +28,103 @@ type drFigures struct {
 // CLI at cli. It ends with the three nodes voting again.
 func disasters(ctx context.Context, c *cluster.Cluster, cli string) (drFigures, error) {
 	var f drFigures
-	api := func(name string) (*nodeapi.Client, error) {
-		n, ok := c.Node(name)
-		if !ok {
-			return nil, fmt.Errorf("no node %s", name)
-		}
-		return nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), c.PKIDir())
+	r := drRig{c: c, cli: cli}
+	var err error
+	if f.reboot, err = r.reboot(ctx, "n2"); err != nil {
+		return f, err
 	}
-	run := func(args ...string) (time.Duration, error) {
-		start := time.Now()
-		out, err := exec.CommandContext(ctx, cli, append(args, "--dir", c.Dir())...).CombinedOutput()
-		if err != nil {
-			return 0, fmt.Errorf("etcdbox %s: %w\n%s", args[0], err, out)
-		}
-		return time.Since(start), nil
+	if f.restore, err = r.restore(ctx); err != nil {
+		return f, err
 	}
+	if err := r.loseQuorum(ctx, &f); err != nil {
+		return f, err
+	}
+	if f.recover, err = r.etcdbox(ctx, "recover", "--survivor", "n3"); err != nil {
+		return f, err
+	}
+	if f.rejoin, err = r.rejoin(ctx, "n1", "n2"); err != nil {
+		return f, err
+	}
+	return f, nil
+}
 
+// drRig is what disasters acts on: the cluster, and the etcdbox CLI at
+// cli.
+type drRig struct {
+	c   *cluster.Cluster
+	cli string
+}
+
+// api returns a client of the named node's API.
+func (r drRig) api(name string) (*nodeapi.Client, error) {
+	n, ok := r.c.Node(name)
+	if !ok {
+		return nil, fmt.Errorf("no node %s", name)
+	}
+	return nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.APIPort), r.c.PKIDir())
+}
+
+// etcdbox runs the CLI with args on the cluster's directory and returns
+// how long it took.
+func (r drRig) etcdbox(ctx context.Context, args ...string) (time.Duration, error) {
 	start := time.Now()
-	if err := c.Reset(ctx, "n2"); err != nil {
-		return f, err
-	}
-	if err := c.WaitReady(ctx, "n2"); err != nil {
-		return f, err
-	}
-	f.reboot = time.Since(start)
-
-	a1, err := api("n1")
+	out, err := exec.CommandContext(ctx, r.cli, append(args, "--dir", r.c.Dir())...).CombinedOutput()
 	if err != nil {
-		return f, err
+		return 0, fmt.Errorf("etcdbox %s: %w\n%s", args[0], err, out)
+	}
+	return time.Since(start), nil
+}
+
+// reboot resets node and times it until the cluster is whole again.
+func (r drRig) reboot(ctx context.Context, node string) (time.Duration, error) {
+	start := time.Now()
+	if err := r.c.Reset(ctx, node); err != nil {
+		return 0, err
+	}
+	if err := r.c.WaitReady(ctx, node); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// restore takes a backup through n1 and times etcdbox restore of the three
+// nodes to it.
+func (r drRig) restore(ctx context.Context) (time.Duration, error) {
+	a1, err := r.api("n1")
+	if err != nil {
+		return 0, err
 	}
 	defer a1.Close()
 	snap, err := a1.Backup(ctx)
 	if err != nil {
-		return f, fmt.Errorf("backup: %w", err)
+		return 0, fmt.Errorf("backup: %w", err)
 	}
-	if f.restore, err = run("restore", "--snapshot", snap.Name, "--discard", "n1,n2,n3"); err != nil {
-		return f, err
-	}
+	return r.etcdbox(ctx, "restore", "--snapshot", snap.Name, "--discard", "n1,n2,n3")
+}
 
-	a3, err := api("n3")
+// loseQuorum notes n3's backup interval and the newest backup's age in f,
+// kills n1 and n2, and times it until n3 says its quorum is lost
+// (f.detect).
+func (r drRig) loseQuorum(ctx context.Context, f *drFigures) error {
+	a3, err := r.api("n3")
 	if err != nil {
-		return f, err
+		return err
 	}
 	defer a3.Close()
 	st, err := a3.Status(ctx)
 	if err != nil {
-		return f, err
+		return err
 	}
 	f.interval = st.Backups.Interval
 	if !st.Backups.LastTaken.IsZero() {
 		f.age = time.Since(st.Backups.LastTaken)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		if err := c.Kill(ctx, n); err != nil {
-			return f, err
+		if err := r.c.Kill(ctx, n); err != nil {
+			return err
 		}
 	}
-	start = time.Now()
+	start := time.Now()
 	for {
 		st, err := a3.Status(ctx)
 		if err == nil && st.Quorum.Lost {
@@ -92,28 +132,30 @@ func disasters(ctx context.Context, c *cluster.Cluster, cli string) (drFigures, 
 		}
 		select {
 		case <-ctx.Done():
-			return f, fmt.Errorf("n3 never said its quorum is lost: %w", ctx.Err())
+			return fmt.Errorf("n3 never said its quorum is lost: %w", ctx.Err())
 		case <-time.After(time.Second): // poll interval, bounded by ctx
 		}
 	}
 	f.detect = time.Since(start)
-	if f.recover, err = run("recover", "--survivor", "n3"); err != nil {
-		return f, err
-	}
-	for _, n := range []string{"n1", "n2"} {
-		if err := c.Wipe(ctx, n); err != nil {
-			return f, err
+	return nil
+}
+
+// rejoin wipes the nodes, starts them on empty disks and times it until
+// they vote again.
+func (r drRig) rejoin(ctx context.Context, nodes ...string) (time.Duration, error) {
+	for _, n := range nodes {
+		if err := r.c.Wipe(ctx, n); err != nil {
+			return 0, err
 		}
 	}
-	start = time.Now()
-	if err := c.Start(ctx, "n1", "n2"); err != nil {
-		return f, err
+	start := time.Now()
+	if err := r.c.Start(ctx, nodes...); err != nil {
+		return 0, err
 	}
-	if err := c.WaitReady(ctx, "n1", "n2"); err != nil {
-		return f, err
+	if err := r.c.WaitReady(ctx, nodes...); err != nil {
+		return 0, err
 	}
-	f.rejoin = time.Since(start)
-	return f, nil
+	return time.Since(start), nil
 }
 
 func (f drFigures) print() {

@@ -60,42 +60,23 @@ func run(img, sysroot, cli string, mem int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	up := func(name string, n int) (*cluster.Cluster, time.Duration, error) {
-		start := time.Now()
-		c, err := cluster.Up(ctx, cfg(name), n)
-		return c, time.Since(start), err
-	}
-	one, t1, err := up("one", 1)
+	var u upFigures
+	one, t1, err := upTimed(ctx, cfg("one"), 1)
 	if err != nil {
 		return fmt.Errorf("up 1: %w", err)
 	}
+	u.one = t1
 	if err := one.Down(ctx, time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, "down 1:", err)
 	}
-	three, t3, err := up("three", 3)
+	three, t3, err := upTimed(ctx, cfg("three"), 3)
 	if err != nil {
 		return fmt.Errorf("up 3: %w", err)
 	}
-	rows, err := three.Status(ctx)
-	if err != nil {
+	u.three = t3
+	if err := killAndStart(ctx, three, &u); err != nil {
 		return err
 	}
-	victim := rows[2]
-	if err := three.Kill(ctx, victim.Node.Name); err != nil {
-		return err
-	}
-	tLost, err := three.WaitPeerLost(ctx, rows[0].Node.Name, victim.MemberID)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := three.Start(ctx, victim.Node.Name); err != nil {
-		return err
-	}
-	if err := three.WaitReady(ctx, victim.Node.Name); err != nil {
-		return err
-	}
-	tStart := time.Since(start)
 	f, err := faultFigures(ctx, three)
 	if err != nil {
 		return err
@@ -108,25 +89,76 @@ func run(img, sysroot, cli string, mem int) error {
 	if err != nil {
 		return fmt.Errorf("restore and recover: %w", err)
 	}
-	start = time.Now()
+	start := time.Now()
 	j, err := three.Add(ctx)
 	if err != nil {
 		return fmt.Errorf("add: %w", err)
 	}
-	tAdd := time.Since(start)
+	u.add, u.asLearner = time.Since(start), j.AsLearner
 
 	probe := qemu.Prober{CacheFile: "-"}.Probe(ctx)
-	fmt.Printf("accelerator probe, uncached:                    %s (%s)\n", probe.Took.Round(10*time.Millisecond), probe)
-	fmt.Printf("cluster up, 1 node, until it serves:            %s\n", t1.Round(100*time.Millisecond))
-	fmt.Printf("cluster up, 3 nodes, until 3 voting members:    %s\n", t3.Round(100*time.Millisecond))
-	fmt.Printf("ratio 3 nodes / 1 node:                         %.2fx\n", t3.Seconds()/t1.Seconds())
-	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", tAdd.Round(100*time.Millisecond), j.AsLearner)
-	fmt.Printf("kill %s, until %s reports the peer lost:        %s\n", victim.Node.Name, rows[0].Node.Name, tLost.Round(100*time.Millisecond))
-	fmt.Printf("start %s, until the cluster is whole again:     %s (%.2fx the 1-node up)\n", victim.Node.Name, tStart.Round(100*time.Millisecond), tStart.Seconds()/t1.Seconds())
-	fmt.Printf("kill of the leader under writes, failover:      %s (%.2fx etcd's election timeout; %d acknowledged puts, porcupine %s)\n",
-		f.failover.Round(10*time.Millisecond), f.failover.Seconds()/electionTimeout.Seconds(), f.acked, f.check)
-	fmt.Printf("wiped node, start until it votes again:         %s (%.2fx the plain start above)\n", f.wiped.Round(100*time.Millisecond), f.wiped.Seconds()/tStart.Seconds())
-	fmt.Printf("cold start of 3 (down, up), until 3 voters:     %s (%.2fx the 1-node up)\n", f.cold.Round(100*time.Millisecond), f.cold.Seconds()/t1.Seconds())
+	u.print(probe, f)
 	dr.print()
 	return nil
+}
+
+// upFigures are the figures of cluster up, add, and a node's kill and
+// start.
+type upFigures struct {
+	one, three time.Duration // cluster up of 1 and of 3 nodes, until ready
+	victim     string        // the node killed and started again
+	peer       string        // the node that reports it lost
+	lost       time.Duration // kill until peer reports the loss
+	start      time.Duration // start until the cluster is whole again
+	add        time.Duration // cluster add until the new member votes
+	asLearner  bool          // the added member was seen as a learner
+}
+
+// upTimed brings a cluster of n nodes up with cfg and times it until it is
+// ready.
+func upTimed(ctx context.Context, cfg cluster.Config, n int) (*cluster.Cluster, time.Duration, error) {
+	start := time.Now()
+	c, err := cluster.Up(ctx, cfg, n)
+	return c, time.Since(start), err
+}
+
+// killAndStart kills the third node of c, times it until the first reports
+// it lost, then starts it and times it until the cluster is whole again.
+func killAndStart(ctx context.Context, c *cluster.Cluster, u *upFigures) error {
+	rows, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	u.victim, u.peer = rows[2].Node.Name, rows[0].Node.Name
+	if err := c.Kill(ctx, u.victim); err != nil {
+		return err
+	}
+	if u.lost, err = c.WaitPeerLost(ctx, u.peer, rows[2].MemberID); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := c.Start(ctx, u.victim); err != nil {
+		return err
+	}
+	if err := c.WaitReady(ctx, u.victim); err != nil {
+		return err
+	}
+	u.start = time.Since(start)
+	return nil
+}
+
+// print prints u with the accelerator probe and the fault figures f, whose
+// ratios it needs.
+func (u upFigures) print(probe qemu.Choice, f figures) {
+	fmt.Printf("accelerator probe, uncached:                    %s (%s)\n", probe.Took.Round(10*time.Millisecond), probe)
+	fmt.Printf("cluster up, 1 node, until it serves:            %s\n", u.one.Round(100*time.Millisecond))
+	fmt.Printf("cluster up, 3 nodes, until 3 voting members:    %s\n", u.three.Round(100*time.Millisecond))
+	fmt.Printf("ratio 3 nodes / 1 node:                         %.2fx\n", u.three.Seconds()/u.one.Seconds())
+	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", u.add.Round(100*time.Millisecond), u.asLearner)
+	fmt.Printf("kill %s, until %s reports the peer lost:        %s\n", u.victim, u.peer, u.lost.Round(100*time.Millisecond))
+	fmt.Printf("start %s, until the cluster is whole again:     %s (%.2fx the 1-node up)\n", u.victim, u.start.Round(100*time.Millisecond), u.start.Seconds()/u.one.Seconds())
+	fmt.Printf("kill of the leader under writes, failover:      %s (%.2fx etcd's election timeout; %d acknowledged puts, porcupine %s)\n",
+		f.failover.Round(10*time.Millisecond), f.failover.Seconds()/electionTimeout.Seconds(), f.acked, f.check)
+	fmt.Printf("wiped node, start until it votes again:         %s (%.2fx the plain start above)\n", f.wiped.Round(100*time.Millisecond), f.wiped.Seconds()/u.start.Seconds())
+	fmt.Printf("cold start of 3 (down, up), until 3 voters:     %s (%.2fx the 1-node up)\n", f.cold.Round(100*time.Millisecond), f.cold.Seconds()/u.one.Seconds())
 }

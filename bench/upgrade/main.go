@@ -20,21 +20,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/etcdbox/etcdbox/bench/internal/benchmain"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench upgrade:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchmain.Main("bench upgrade", run) }
 
 // run parses args, builds the images, runs the cluster and prints the
 // figures to stdout; progress goes to stderr.

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -58,40 +58,42 @@ func newAlarmListCmd() *cobra.Command {
 			if output != "table" && output != "json" {
 				return usageError{fmt.Errorf("-o %q: want table or json", output)}
 			}
-			m, done, err := maintenance(cmd, f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			alarms, err := m.Alarms(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				rows := []alarmJSON{}
-				for _, a := range alarms {
-					rows = append(rows, alarmJSON{Type: a.Type, Member: a.Member, ID: fmt.Sprintf("%016x", a.ID)})
+			return withMaintenance(cmd, f, func(m *rollout.Maintenance) error {
+				alarms, err := m.Alarms(cmd.Context())
+				if err != nil {
+					return err
 				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			}
-			if len(alarms) == 0 {
-				fmt.Fprintln(out, "no alarm is raised")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TYPE\tMEMBER\tID")
-			for _, a := range alarms {
-				fmt.Fprintf(tw, "%s\t%s\t%016x\n", a.Type, a.Member, a.ID)
-			}
-			return tw.Flush()
+				return printAlarms(cmd.OutOrStdout(), alarms, output)
+			})
 		},
 	}
 	addEtcdFlags(cmd, &f)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+// printAlarms writes alarms to out as a table or, with output "json", as
+// a JSON array of alarmJSON.
+func printAlarms(out io.Writer, alarms []rollout.Alarm, output string) error {
+	if output == "json" {
+		rows := []alarmJSON{}
+		for _, a := range alarms {
+			rows = append(rows, alarmJSON{Type: a.Type, Member: a.Member, ID: fmt.Sprintf("%016x", a.ID)})
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(alarms) == 0 {
+		fmt.Fprintln(out, "no alarm is raised")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tMEMBER\tID")
+	for _, a := range alarms {
+		fmt.Fprintf(tw, "%s\t%s\t%016x\n", a.Type, a.Member, a.ID)
+	}
+	return tw.Flush()
 }
 
 // alarmJSON is one alarm of alarm list -o json.
@@ -102,24 +104,13 @@ type alarmJSON struct {
 }
 
 func newAlarmDisarmCmd() *cobra.Command {
-	var (
-		f   etcdFlags
-		typ string
-	)
-	cmd := &cobra.Command{
-		Use:   "disarm " + etcdTargetUse,
-		Short: "Clear the raised alarms of one type (--type nospace, the default, or corrupt)",
-		Long: `Disarm clears every raised alarm of one type. A CORRUPT alarm is cleared
+	var typ string
+	cmd := maintenanceCmd("disarm", "Clear the raised alarms of one type (--type nospace, the default, or corrupt)",
+		`Disarm clears every raised alarm of one type. A CORRUPT alarm is cleared
 only when named (--type corrupt): find out first which member's data
 differs, and replace that member.`,
-		Example: "  etcdbox alarm disarm --dir run/cluster\n  etcdbox alarm disarm --type corrupt --dir run/cluster",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, done, err := maintenance(cmd, f)
-			if err != nil {
-				return err
-			}
-			defer done()
+		"  etcdbox alarm disarm --dir run/cluster\n  etcdbox alarm disarm --type corrupt --dir run/cluster",
+		func(cmd *cobra.Command, m *rollout.Maintenance) error {
 			cleared, err := m.Disarm(cmd.Context(), typ)
 			if err != nil {
 				return err
@@ -128,31 +119,35 @@ differs, and replace that member.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "no %s alarm was raised\n", strings.ToUpper(typ))
 			}
 			return nil
-		},
-	}
-	addEtcdFlags(cmd, &f)
+		})
 	cmd.Flags().StringVar(&typ, "type", "nospace", "the alarms to clear: nospace or corrupt")
 	return cmd
 }
 
-// maintenanceCmd is a verb that runs one Maintenance step on the cluster
-// its flags name.
-func maintenanceCmd(use, short, long, example string, step func(*rollout.Maintenance, context.Context) error) *cobra.Command {
+// maintenanceCmd is a verb that runs step on the Maintenance of the
+// cluster its flags name.
+func maintenanceCmd(use, short, long, example string, step func(*cobra.Command, *rollout.Maintenance) error) *cobra.Command {
 	var f etcdFlags
 	cmd := &cobra.Command{
 		Use: use + " " + etcdTargetUse, Short: short, Long: long, Example: example,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, done, err := maintenance(cmd, f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			return step(m, cmd.Context())
+			return withMaintenance(cmd, f, func(m *rollout.Maintenance) error { return step(cmd, m) })
 		},
 	}
 	addEtcdFlags(cmd, &f)
 	return cmd
+}
+
+// withMaintenance connects to the cluster f names, runs fn on it, and
+// closes the connection.
+func withMaintenance(cmd *cobra.Command, f etcdFlags, fn func(*rollout.Maintenance) error) error {
+	m, done, err := maintenance(cmd, f)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(m)
 }
 
 func newDefragCmd() *cobra.Command {
@@ -161,7 +156,8 @@ func newDefragCmd() *cobra.Command {
 database back to the disk. A member is blocked while it defragments, so
 they go one at a time, the leader last, and each only once every member
 answers and one leads; it stops at the first member that does not.`,
-		"  etcdbox defrag --dir run/cluster", (*rollout.Maintenance).Defrag)
+		"  etcdbox defrag --dir run/cluster",
+		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Defrag(cmd.Context()) })
 }
 
 func newMaintainCmd() *cobra.Command {
@@ -173,5 +169,6 @@ NOSPACE once every member's database uses at most 80% of its quota. When
 the live data itself fills the quota it says so and leaves the alarm
 raised: raise the seed's etcd.quotaBackendBytes, or delete keys. A
 CORRUPT alarm stops it before it changes anything.`,
-		"  etcdbox maintain --dir run/cluster", (*rollout.Maintenance).Maintain)
+		"  etcdbox maintain --dir run/cluster",
+		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Maintain(cmd.Context()) })
 }

@@ -13,13 +13,7 @@ import (
 // operator excluded) answers fresh, bootstrap into a formation that holds
 // this node's nonce, or wait and say for what.
 func formation(f Facts) Plan {
-	self := f.Formation
-	var answered []Answer
-	for _, a := range f.Answers {
-		if a.Err == nil {
-			answered = append(answered, a)
-		}
-	}
+	answered := answersWhere(f.Answers, func(a Answer) bool { return a.Err == nil })
 	for _, a := range answered {
 		if slices.Contains(a.Without, f.Self) {
 			return wait(fmt.Sprintf("%s forms the cluster without %s (etcdbox bootstrap --without): %s will join as a learner once a quorum of the cluster answers", a.Name, f.Self, f.Self))
@@ -27,54 +21,93 @@ func formation(f Facts) Plan {
 	}
 
 	// A formation that started: join its slot only with this node's nonce.
-	var started []Answer
-	for _, a := range answered {
-		if a.Started {
-			started = append(started, a)
-		}
-	}
-	if len(started) > 0 {
-		t := started[0]
-		for _, a := range started[1:] {
-			if a.Token != t.Token {
-				return wait(fmt.Sprintf("%s started formation %s and %s formation %s: two formations, not bootstrapping; this needs an operator", t.Name, t.Token, a.Name, a.Token))
-			}
-		}
-		if self.Nonce == "" || t.Nonces[f.Self] != self.Nonce {
-			holders := slices.DeleteFunc(slices.Clone(answered), func(a Answer) bool { return !a.HasData && !a.WasMember })
-			if len(holders) == 0 {
-				holders = started
-			}
-			return wait(fmt.Sprintf("%s; formation %s of %s does not hold this node's nonce (its state was lost, or the cluster formed without it)", formedReason(f, holders, answered), t.Token, t.Name))
-		}
-		for _, a := range answered {
-			if (a.HasData || a.WasMember) && a.Token != t.Token {
-				return wait(fmt.Sprintf("%s holds data of this cluster outside formation %s: not bootstrapping; %s will join once a quorum of the cluster answers", a.Name, t.Token, f.Self))
-			}
-		}
-		if Token(f.Cluster, t.Nonces) != t.Token {
-			return wait(fmt.Sprintf("%s reports formation %s, which is not the token of its nonces: not bootstrapping", t.Name, t.Token))
-		}
-		return Plan{
-			Action: Bootstrap, State: "new", Token: t.Token, Nonces: maps.Clone(t.Nonces),
-			Initial: inOrder(f.ExpectedInitial, slices.Collect(maps.Keys(t.Nonces))),
-			Reason: fmt.Sprintf("%s started etcd in formation %s, which holds this node's nonce, and %s never started etcd: bootstrap into its slot",
-				names(started), t.Token, f.Self),
-		}
+	if started := answersWhere(answered, func(a Answer) bool { return a.Started }); len(started) > 0 {
+		return startedFormation(f, answered, started)
 	}
 
 	// Anything with data, or that was a member, means the cluster formed.
-	var holders []Answer
-	for _, a := range answered {
-		if a.HasData || a.WasMember {
-			holders = append(holders, a)
-		}
-	}
-	if len(holders) > 0 {
+	if holders := answersWhere(answered, holdsCluster); len(holders) > 0 {
 		return wait(formedReason(f, holders, answered))
 	}
+	return newFormation(f)
+}
 
+// answersWhere returns the answers of as for which keep is true.
+func answersWhere(as []Answer, keep func(Answer) bool) []Answer {
+	var out []Answer
+	for _, a := range as {
+		if keep(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// holdsCluster reports whether a comes from a node that has data or was a
+// member: the cluster formed.
+func holdsCluster(a Answer) bool { return a.HasData || a.WasMember }
+
+// startedFormation decides when some peers (started, among answered)
+// started etcd in a formation: bootstrap into its slot when it holds this
+// node's nonce and nothing contradicts it, or wait.
+func startedFormation(f Facts, answered, started []Answer) Plan {
+	self := f.Formation
+	t := started[0]
+	for _, a := range started[1:] {
+		if a.Token != t.Token {
+			return wait(fmt.Sprintf("%s started formation %s and %s formation %s: two formations, not bootstrapping; this needs an operator", t.Name, t.Token, a.Name, a.Token))
+		}
+	}
+	if self.Nonce == "" || t.Nonces[f.Self] != self.Nonce {
+		holders := answersWhere(answered, holdsCluster)
+		if len(holders) == 0 {
+			holders = started
+		}
+		return wait(fmt.Sprintf("%s; formation %s of %s does not hold this node's nonce (its state was lost, or the cluster formed without it)", formedReason(f, holders, answered), t.Token, t.Name))
+	}
+	for _, a := range answered {
+		if holdsCluster(a) && a.Token != t.Token {
+			return wait(fmt.Sprintf("%s holds data of this cluster outside formation %s: not bootstrapping; %s will join once a quorum of the cluster answers", a.Name, t.Token, f.Self))
+		}
+	}
+	if Token(f.Cluster, t.Nonces) != t.Token {
+		return wait(fmt.Sprintf("%s reports formation %s, which is not the token of its nonces: not bootstrapping", t.Name, t.Token))
+	}
+	return Plan{
+		Action: Bootstrap, State: "new", Token: t.Token, Nonces: maps.Clone(t.Nonces),
+		Initial: inOrder(f.ExpectedInitial, slices.Collect(maps.Keys(t.Nonces))),
+		Reason: fmt.Sprintf("%s started etcd in formation %s, which holds this node's nonce, and %s never started etcd: bootstrap into its slot",
+			names(started), t.Token, f.Self),
+	}
+}
+
+// newFormation decides when no peer has data or started etcd: bootstrap a
+// new formation of the expected initial members, less the ones the
+// operator excluded, once every one answers fresh and agrees, or wait.
+func newFormation(f Facts) Plan {
+	self := f.Formation
 	members := slices.DeleteFunc(slices.Clone(f.ExpectedInitial), func(n string) bool { return slices.Contains(self.Without, n) })
+	if missing := unanswered(f, members); len(missing) > 0 {
+		return wait(fmt.Sprintf("no data and no peer answers: waiting for %s to answer the formation handshake; every expected initial member must say it never formed the cluster (if one never boots, `etcdbox bootstrap --without NAME` forms the cluster without it)", strings.Join(missing, ", ")))
+	}
+	nonces, why := formationNonces(f, members)
+	if why != "" {
+		return wait(why)
+	}
+	if self.Nonce == "" {
+		return wait("this node has no formation nonce yet: waiting")
+	}
+	token := Token(f.Cluster, nonces)
+	reason := fmt.Sprintf("no data, and every expected initial member (%s) answers that it has none, never was a member and never started etcd: bootstrap formation %s", strings.Join(members, ", "), token)
+	if len(self.Without) > 0 {
+		reason += fmt.Sprintf(" without %s, as the operator asked", strings.Join(self.Without, ", "))
+	}
+	return Plan{Action: Bootstrap, State: "new", Token: token, Nonces: nonces, Initial: members, Reason: reason}
+}
+
+// unanswered lists the members, other than this node, that were not asked
+// or did not answer, each with why.
+func unanswered(f Facts, members []string) []string {
 	var missing []string
 	for _, n := range members {
 		if n == f.Self {
@@ -88,35 +121,33 @@ func formation(f Facts) Plan {
 			missing = append(missing, fmt.Sprintf("%s (%v)", n, f.Answers[i].Err))
 		}
 	}
-	if len(missing) > 0 {
-		return wait(fmt.Sprintf("no data and no peer answers: waiting for %s to answer the formation handshake; every expected initial member must say it never formed the cluster (if one never boots, `etcdbox bootstrap --without NAME` forms the cluster without it)", strings.Join(missing, ", ")))
-	}
-	nonces := map[string]string{f.Self: self.Nonce}
+	return missing
+}
+
+// formationNonces returns the nonces of members, this node's included,
+// from their answers, which must all have answered. It returns instead
+// why to wait when a member disagrees on the excluded members or the
+// cluster, or has no nonce.
+func formationNonces(f Facts, members []string) (nonces map[string]string, why string) {
+	self := f.Formation
+	nonces = map[string]string{f.Self: self.Nonce}
 	for _, n := range members {
 		if n == f.Self {
 			continue
 		}
 		a := f.Answers[slices.IndexFunc(f.Answers, func(a Answer) bool { return a.Name == n })]
 		if !sameSet(a.Without, self.Without) {
-			return wait(fmt.Sprintf("%s forms without [%s], this node without [%s]: waiting until every member is told the same (etcdbox bootstrap --without)", n, strings.Join(a.Without, ", "), strings.Join(self.Without, ", ")))
+			return nil, fmt.Sprintf("%s forms without [%s], this node without [%s]: waiting until every member is told the same (etcdbox bootstrap --without)", n, strings.Join(a.Without, ", "), strings.Join(self.Without, ", "))
 		}
 		if a.Cluster != f.Cluster {
-			return wait(fmt.Sprintf("%s answers for cluster %q, the seed names %q: not bootstrapping", n, a.Cluster, f.Cluster))
+			return nil, fmt.Sprintf("%s answers for cluster %q, the seed names %q: not bootstrapping", n, a.Cluster, f.Cluster)
 		}
 		if a.Nonce == "" {
-			return wait(fmt.Sprintf("%s answered without a nonce: waiting", n))
+			return nil, fmt.Sprintf("%s answered without a nonce: waiting", n)
 		}
 		nonces[n] = a.Nonce
 	}
-	if self.Nonce == "" {
-		return wait("this node has no formation nonce yet: waiting")
-	}
-	token := Token(f.Cluster, nonces)
-	reason := fmt.Sprintf("no data, and every expected initial member (%s) answers that it has none, never was a member and never started etcd: bootstrap formation %s", strings.Join(members, ", "), token)
-	if len(self.Without) > 0 {
-		reason += fmt.Sprintf(" without %s, as the operator asked", strings.Join(self.Without, ", "))
-	}
-	return Plan{Action: Bootstrap, State: "new", Token: token, Nonces: nonces, Initial: members, Reason: reason}
+	return nonces, ""
 }
 
 // formedReason says why a node without data does not bootstrap when

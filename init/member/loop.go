@@ -140,17 +140,9 @@ func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) 
 	// one.
 	var started Etcd
 	defer func() {
-		p := recover()
-		if p == nil {
-			return
+		if p := recover(); p != nil {
+			again, err = false, l.panicked(p, started)
 		}
-		l.logf("membership: panic in a round: %v (recovered)\n%s", p, debug.Stack())
-		if started != nil {
-			if serr := started.Stop(30 * time.Second); serr != nil {
-				l.logf("membership: stop etcd after the panic: %v", serr)
-			}
-		}
-		again, err = false, fmt.Errorf("a round panicked: %v", p)
 	}()
 	r, err := l.Gather(ctx, removed)
 	if err != nil {
@@ -162,48 +154,9 @@ func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) 
 	plan := Decide(r.Facts)
 	l.logf("membership: %s: %s", plan.Action, plan.Reason)
 
-	s := Start{State: plan.State, Plan: plan, Peers: r.Peers}
-	var joined *Joined
-	switch plan.Action {
-	case Wait:
-		return false, fmt.Errorf("%w: %s", errWaiting, plan.Reason)
-	case Bootstrap:
-		if s.InitialCluster, err = r.InitialCluster(plan.Initial); err != nil {
-			return false, fmt.Errorf("bootstrap: %w", err)
-		}
-		if err := l.Commit(plan); err != nil {
-			return false, err
-		}
-		s.Token = plan.Token
-		l.logf("etcd: bootstrapping member %s of cluster %q with %s, token %s", l.Name, l.Cluster, s.InitialCluster, s.Token)
-	case Restart:
-		if s.InitialCluster, err = r.InitialCluster(nil); err != nil {
-			return false, err
-		}
-		l.logf("etcd: restarting member %s with its data", l.Name)
-	case RejoinAfterRemoval, JoinAsLearner:
-		if plan.Action == RejoinAfterRemoval {
-			to, err := MoveAside(l.DataDir, l.StateDir)
-			if err != nil {
-				return false, fmt.Errorf("move the removed member's data aside: %w", err)
-			}
-			l.logf("membership: moved the removed member's data to %s", to)
-			// state/member stays: a node that was a member never
-			// bootstraps again, even with its data gone.
-			if err := os.MkdirAll(l.DataDir, 0o700); err != nil {
-				return false, err
-			}
-		}
-		if r.Peers == nil {
-			return false, errors.New("join: no peer to reach the cluster through")
-		}
-		joined, err = Join(ctx, r.Peers, Request{Cluster: l.Cluster, Name: l.Name, PeerURL: l.PeerURL, Logf: l.Logf, LockTTL: l.LockTTL, LeaderView: l.LeaderView})
-		if err != nil {
-			return false, fmt.Errorf("join: %w", err)
-		}
-		s.InitialCluster = joined.InitialCluster
-		l.logf("membership: added as learner %x", joined.ID)
-		l.logf("etcd: starting member %s as a learner of the running cluster", l.Name)
+	s, joined, err := l.prepare(ctx, r, plan)
+	if err != nil {
+		return false, err
 	}
 	e, err := l.Launch(ctx, s)
 	started = e
@@ -216,6 +169,90 @@ func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) 
 		}
 		return false, nil // shutting down
 	}
+	return l.watch(ctx, e, plan, joined, r.Peers)
+}
+
+// panicked handles a panic p recovered in a round: it logs it with the
+// stack, stops the etcd the round started, if any, and returns the
+// round's error.
+func (l *Loop) panicked(p any, started Etcd) error {
+	l.logf("membership: panic in a round: %v (recovered)\n%s", p, debug.Stack())
+	if started != nil {
+		if serr := started.Stop(30 * time.Second); serr != nil {
+			l.logf("membership: stop etcd after the panic: %v", serr)
+		}
+	}
+	return fmt.Errorf("a round panicked: %v", p)
+}
+
+// prepare readies the start that plan asks for: the initial cluster (and
+// a bootstrap's committed token), or for a join the learner's membership,
+// returned as joined. A plan that waits returns an error wrapping
+// errWaiting.
+func (l *Loop) prepare(ctx context.Context, r Round, plan Plan) (s Start, joined *Joined, err error) {
+	s = Start{State: plan.State, Plan: plan, Peers: r.Peers}
+	switch plan.Action {
+	case Wait:
+		return s, nil, fmt.Errorf("%w: %s", errWaiting, plan.Reason)
+	case Bootstrap:
+		if s.InitialCluster, err = r.InitialCluster(plan.Initial); err != nil {
+			return s, nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		if err := l.Commit(plan); err != nil {
+			return s, nil, err
+		}
+		s.Token = plan.Token
+		l.logf("etcd: bootstrapping member %s of cluster %q with %s, token %s", l.Name, l.Cluster, s.InitialCluster, s.Token)
+	case Restart:
+		if s.InitialCluster, err = r.InitialCluster(nil); err != nil {
+			return s, nil, err
+		}
+		l.logf("etcd: restarting member %s with its data", l.Name)
+	case RejoinAfterRemoval, JoinAsLearner:
+		if plan.Action == RejoinAfterRemoval {
+			if err := l.moveRemovedAside(); err != nil {
+				return s, nil, err
+			}
+		}
+		if joined, err = l.joinAsLearner(ctx, r.Peers); err != nil {
+			return s, nil, err
+		}
+		s.InitialCluster = joined.InitialCluster
+		l.logf("etcd: starting member %s as a learner of the running cluster", l.Name)
+	}
+	return s, joined, nil
+}
+
+// moveRemovedAside moves the data of this removed member aside and leaves
+// an empty data dir for it to join again with.
+func (l *Loop) moveRemovedAside() error {
+	to, err := MoveAside(l.DataDir, l.StateDir)
+	if err != nil {
+		return fmt.Errorf("move the removed member's data aside: %w", err)
+	}
+	l.logf("membership: moved the removed member's data to %s", to)
+	// state/member stays: a node that was a member never
+	// bootstraps again, even with its data gone.
+	return os.MkdirAll(l.DataDir, 0o700)
+}
+
+// joinAsLearner adds this node to the cluster as a learner through peers.
+func (l *Loop) joinAsLearner(ctx context.Context, peers *clientv3.Client) (*Joined, error) {
+	if peers == nil {
+		return nil, errors.New("join: no peer to reach the cluster through")
+	}
+	joined, err := Join(ctx, peers, Request{Cluster: l.Cluster, Name: l.Name, PeerURL: l.PeerURL, Logf: l.Logf, LockTTL: l.LockTTL, LeaderView: l.LeaderView})
+	if err != nil {
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	l.logf("membership: added as learner %x", joined.ID)
+	return joined, nil
+}
+
+// watch watches the started etcd e until ctx ends or etcd says the member
+// was removed (then it stops e and returns again=true), and finishes the
+// start (afterReady) once e serves.
+func (l *Loop) watch(ctx context.Context, e Etcd, plan Plan, joined *Joined, peers *clientv3.Client) (again bool, err error) {
 	select {
 	case <-ctx.Done():
 		return false, nil
@@ -223,7 +260,7 @@ func (l *Loop) round(ctx context.Context, removed bool) (again bool, err error) 
 		return l.stopRemoved(e, joined)
 	case <-e.Ready():
 	}
-	if err := l.afterReady(ctx, plan, joined, r.Peers); err != nil {
+	if err := l.afterReady(ctx, plan, joined, peers); err != nil {
 		l.logf("membership: %v", err)
 	}
 	select {

@@ -70,16 +70,7 @@ func stage(fsys FS, slot string, u Update) (Entry, error) {
 	if other == "" {
 		return Entry{}, errors.New("unknown slot (want a or b)")
 	}
-	if u.Kernel == nil || u.Initrd == nil {
-		return Entry{}, errors.New("no kernel or initrd given")
-	}
-	if u.Tries == 0 {
-		u.Tries = DefaultTries
-	}
-	if u.Tries < 1 || u.Tries > maxTries {
-		return Entry{}, fmt.Errorf("tries %d: want 1 to %d", u.Tries, maxTries)
-	}
-	options, err := stageOptions(u.Options, slot)
+	options, err := checkUpdate(&u, slot)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -91,47 +82,15 @@ func stage(fsys FS, slot string, u Update) (Entry, error) {
 	if err := checkFallback(st, other); err != nil {
 		return Entry{}, err
 	}
-	fb := st.Slots[other]
-	// One more than the fallback, the highest generation once this
-	// slot's entries are gone: the same on every run, however far an
-	// earlier one got.
-	generation := fb.Entry.Generation
-	for _, e := range fb.Extra {
-		if e.Err == nil {
-			generation = max(generation, e.Generation)
-		}
-	}
-	generation++
+	generation := nextGeneration(st.Slots[other])
 
 	// 1. Make the slot unbootable.
-	des, err := fsys.ReadDir(entriesDir)
-	if err != nil {
+	if err := removeEntries(fsys, slot); err != nil {
 		return Entry{}, err
-	}
-	for _, de := range des {
-		if !de.IsDir() && inSlot(de.Name(), slot) {
-			if err := remove(fsys, entriesDir+"/"+de.Name()); err != nil {
-				return Entry{}, err
-			}
-		}
 	}
 	// 2. Free its space.
-	dir := path.Dir(kernelPath(slot))
-	des, err = fsys.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := clearFiles(fsys, slot); err != nil {
 		return Entry{}, err
-	}
-	for _, de := range des {
-		if !de.IsDir() {
-			if err := remove(fsys, dir+"/"+de.Name()); err != nil {
-				return Entry{}, err
-			}
-		}
-	}
-	for _, d := range []string{slotsDir, dir} {
-		if err := fsys.Mkdir(d); err != nil {
-			return Entry{}, fmt.Errorf("mkdir %s: %w", d, err)
-		}
 	}
 	// 3. Boot files.
 	if err := writeAtomic(fsys, kernelPath(slot), u.Kernel); err != nil {
@@ -141,6 +100,81 @@ func stage(fsys FS, slot string, u Update) (Entry, error) {
 		return Entry{}, err
 	}
 	// 4. The entry, last.
+	return writeEntry(fsys, slot, generation, options, u)
+}
+
+// checkUpdate checks u for slot, setting a zero Tries to DefaultTries, and
+// returns the staged entry's options.
+func checkUpdate(u *Update, slot string) (options string, err error) {
+	if u.Kernel == nil || u.Initrd == nil {
+		return "", errors.New("no kernel or initrd given")
+	}
+	if u.Tries == 0 {
+		u.Tries = DefaultTries
+	}
+	if u.Tries < 1 || u.Tries > maxTries {
+		return "", fmt.Errorf("tries %d: want 1 to %d", u.Tries, maxTries)
+	}
+	return stageOptions(u.Options, slot)
+}
+
+// nextGeneration returns the generation of the staged entry given the
+// fallback slot fb: one more than the fallback, the highest generation once
+// the staged slot's entries are gone. It is the same on every run, however
+// far an earlier one got.
+func nextGeneration(fb Slot) int {
+	generation := fb.Entry.Generation
+	for _, e := range fb.Extra {
+		if e.Err == nil {
+			generation = max(generation, e.Generation)
+		}
+	}
+	return generation + 1
+}
+
+// removeEntries removes every entry of slot, temporary and malformed ones
+// included, so that it cannot be booted half-written.
+func removeEntries(fsys FS, slot string) error {
+	des, err := fsys.ReadDir(entriesDir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		if !de.IsDir() && inSlot(de.Name(), slot) {
+			if err := remove(fsys, entriesDir+"/"+de.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clearFiles removes the old files of slot, so that the ESP holds at most
+// the other slot and the new one, and makes sure its directory exists.
+func clearFiles(fsys FS, slot string) error {
+	dir := path.Dir(kernelPath(slot))
+	des, err := fsys.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, de := range des {
+		if !de.IsDir() {
+			if err := remove(fsys, dir+"/"+de.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range []string{slotsDir, dir} {
+		if err := fsys.Mkdir(d); err != nil {
+			return fmt.Errorf("mkdir %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// writeEntry writes the entry of slot with u.Tries tries left, held with
+// u.Hold, and returns it.
+func writeEntry(fsys FS, slot string, generation int, options string, u Update) (Entry, error) {
 	e := Entry{
 		Name:       Name{Slot: slot, Counted: true, Left: u.Tries},
 		Generation: generation,

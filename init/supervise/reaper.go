@@ -166,81 +166,33 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{}), waitDelay: cmd.WaitDelay}
 	stdin, stdout, stderr := cmd.Stdin, cmd.Stdout, cmd.Stderr
-	var childEnds []*os.File
-	var copies []func()
-	fail := func(err error) (*Process, error) {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-		closeAll(childEnds)
-		closeAll(p.readers)
-		if p.stdin != nil {
-			_ = p.stdin.Close()
-		}
-		return nil, err
-	}
-
-	if _, isFile := stdin.(*os.File); stdin != nil && !isFile {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			return fail(fmt.Errorf("start %s: stdin pipe: %w", cmd.Path, err))
-		}
-		childEnds, p.stdin, cmd.Stdin = append(childEnds, pr), pw, pr
-		// Not waited for: a reader that blocks would block Wait. The
-		// pipe is closed by Wait, which ends the copy at its next write.
-		go func() {
-			_, _ = io.Copy(pw, stdin)
-			_ = pw.Close()
-		}()
-	}
-	outPipe := func(w io.Writer) (*os.File, error) {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		childEnds, p.readers = append(childEnds, pw), append(p.readers, pr)
-		copies = append(copies, func() {
-			defer p.copies.Done()
-			_, _ = io.Copy(w, pr)
-		})
-		return pw, nil
-	}
-	if _, isFile := stdout.(*os.File); stdout != nil && !isFile {
-		pw, err := outPipe(stdout)
-		if err != nil {
-			return fail(fmt.Errorf("start %s: stdout pipe: %w", cmd.Path, err))
-		}
-		cmd.Stdout = pw
-	}
-	if _, isFile := stderr.(*os.File); stderr != nil && !isFile {
-		if sameWriter(stderr, stdout) {
-			cmd.Stderr = cmd.Stdout
-		} else {
-			pw, err := outPipe(stderr)
-			if err != nil {
-				return fail(fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err))
-			}
-			cmd.Stderr = pw
-		}
-	}
-
-	theReaper.mu.RLock()
-	err := cmd.Start()
+	pipes := &childPipes{p: p}
+	err := pipes.connect(cmd)
 	if err == nil {
-		p.pid = cmd.Process.Pid
-		theReaper.pmu.Lock()
-		theReaper.procs[p.pid] = p
-		theReaper.pmu.Unlock()
-	}
-	theReaper.mu.RUnlock()
-	if err != nil {
-		return fail(err)
+		err = startRegistered(cmd, p)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	closeAll(childEnds)
-	p.copies.Add(len(copies))
-	for _, c := range copies {
-		go c()
+	if err != nil {
+		pipes.abort()
+		return nil, err
 	}
+	pipes.started()
 	return p, nil
+}
+
+// startRegistered starts cmd and registers p under its pid, holding the
+// reaper's lock for reading so the child cannot be reaped in between.
+func startRegistered(cmd *exec.Cmd, p *Process) error {
+	theReaper.mu.RLock()
+	defer theReaper.mu.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.pid = cmd.Process.Pid
+	theReaper.pmu.Lock()
+	theReaper.procs[p.pid] = p
+	theReaper.pmu.Unlock()
+	return nil
 }
 
 // Run starts cmd and waits for it. When ctx is done first, the child gets

@@ -139,27 +139,14 @@ var errStopping = errors.New("stopping")
 // StopTimeout and returns ctx.Err()). Each restart is logged as
 // "<name> exited: <status>; restarting in <delay> (restart <n>)".
 func (s *Supervisor) Run(ctx context.Context) error {
-	s.mu.Lock()
-	s.initLocked()
-	if s.running {
-		s.mu.Unlock()
-		return errors.New("supervise: Run called twice")
+	if err := s.markRunning(); err != nil {
+		return err
 	}
-	s.running = true
-	s.mu.Unlock()
 	defer close(s.done)
 
 	b := s.Backoff.withDefaults()
-	var alive <-chan time.Time // nil, never ready, without Alive
-	if s.Alive != nil {
-		every := s.aliveEvery
-		if every <= 0 {
-			every = aliveInterval
-		}
-		t := time.NewTicker(every)
-		defer t.Stop()
-		alive = t.C
-	}
+	alive, stopAlive := s.aliveTicker()
+	defer stopAlive()
 	failures := 0
 	for {
 		s.alive()
@@ -175,38 +162,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if s.OnStart != nil {
 				s.OnStart(p.Pid())
 			}
-		running:
-			for {
-				select {
-				case <-p.Done():
-					break running
-				case <-ctx.Done():
-					if serr := s.Stop(s.stopTimeout()); serr != nil {
-						s.logf("%v", serr)
-					}
-					break running
-				case <-alive:
-					s.alive()
-				}
-			}
+			s.awaitExit(ctx, p, alive)
 			err = p.Wait()
 			for _, lw := range out {
 				lw.Flush()
 			}
-			s.mu.Lock()
-			s.proc = nil
-			stopping := s.stopping
-			restarts := s.restarts
-			s.mu.Unlock()
-			if stopping {
-				s.logf("%s stopped: %s", s.Name, p.Status())
-				if s.OnExit != nil {
-					s.OnExit(err, restarts)
-				}
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return nil
+			if stopping, restarts := s.clearProc(); stopping {
+				return s.stopped(ctx, p, err, restarts)
 			}
 		}
 
@@ -215,33 +177,116 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 		delay := b.delay(failures)
 		failures++
-		s.mu.Lock()
-		restarts := s.restarts
-		s.restarts++
-		s.mu.Unlock()
-		if p != nil {
-			s.logf("%s exited: %s; restarting in %s (restart %d)", s.Name, p.Status(), delay, restarts+1)
-		} else {
-			s.logf("%s did not start: %v; retrying in %s (restart %d)", s.Name, err, delay, restarts+1)
+		s.announceRestart(p, err, delay)
+		if stop, err := s.waitRestart(ctx, delay, alive); stop {
+			return err
 		}
-		if s.OnExit != nil {
-			s.OnExit(err, restarts)
-		}
-		t := time.NewTimer(delay)
-	delaying:
-		for {
-			select {
-			case <-t.C:
-				break delaying
-			case <-s.stopc:
-				t.Stop()
-				return nil
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-alive:
-				s.alive()
+	}
+}
+
+// markRunning initialises s and records that Run has been called; a second
+// call is an error.
+func (s *Supervisor) markRunning() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.initLocked()
+	if s.running {
+		return errors.New("supervise: Run called twice")
+	}
+	s.running = true
+	return nil
+}
+
+// aliveTicker returns a channel that ticks every aliveInterval (aliveEvery
+// in tests) and a function that stops it. Without Alive the channel is nil,
+// so it is never ready.
+func (s *Supervisor) aliveTicker() (<-chan time.Time, func()) {
+	if s.Alive == nil {
+		return nil, func() {}
+	}
+	every := s.aliveEvery
+	if every <= 0 {
+		every = aliveInterval
+	}
+	t := time.NewTicker(every)
+	return t.C, t.Stop
+}
+
+// awaitExit waits until the child p has exited, stopping it with
+// StopTimeout when ctx ends first, and calls Alive on each tick of alive.
+func (s *Supervisor) awaitExit(ctx context.Context, p *Process, alive <-chan time.Time) {
+	for {
+		select {
+		case <-p.Done():
+			return
+		case <-ctx.Done():
+			if serr := s.Stop(s.stopTimeout()); serr != nil {
+				s.logf("%v", serr)
 			}
+			return
+		case <-alive:
+			s.alive()
+		}
+	}
+}
+
+// clearProc forgets the exited child and returns whether Stop was called
+// and the number of restarts so far.
+func (s *Supervisor) clearProc() (stopping bool, restarts int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proc = nil
+	return s.stopping, s.restarts
+}
+
+// stopped ends Run after the child p exited with err because of Stop or of
+// ctx: it logs the exit, calls OnExit and returns ctx.Err() if ctx ended,
+// else nil.
+func (s *Supervisor) stopped(ctx context.Context, p *Process, err error, restarts int) error {
+	s.logf("%s stopped: %s", s.Name, p.Status())
+	if s.OnExit != nil {
+		s.OnExit(err, restarts)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// announceRestart counts a restart, logs it with the child's exit status
+// (or, when p is nil, the error that kept it from starting) and delay, and
+// calls OnExit.
+func (s *Supervisor) announceRestart(p *Process, err error, delay time.Duration) {
+	s.mu.Lock()
+	restarts := s.restarts
+	s.restarts++
+	s.mu.Unlock()
+	if p != nil {
+		s.logf("%s exited: %s; restarting in %s (restart %d)", s.Name, p.Status(), delay, restarts+1)
+	} else {
+		s.logf("%s did not start: %v; retrying in %s (restart %d)", s.Name, err, delay, restarts+1)
+	}
+	if s.OnExit != nil {
+		s.OnExit(err, restarts)
+	}
+}
+
+// waitRestart sleeps for delay before the next start, calling Alive on each
+// tick of alive. It returns stop true, with the error for Run to return,
+// when Stop is called (nil) or ctx ends (ctx.Err()) first.
+func (s *Supervisor) waitRestart(ctx context.Context, delay time.Duration, alive <-chan time.Time) (stop bool, err error) {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return false, nil
+		case <-s.stopc:
+			return true, nil
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-alive:
+			s.alive()
 		}
 	}
 }

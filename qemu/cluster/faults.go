@@ -97,51 +97,57 @@ func (c *Cluster) Poweroff(ctx context.Context, name string, grace time.Duration
 
 // Reset presses the node's reset button: it reboots without shutting down.
 func (c *Cluster) Reset(ctx context.Context, name string) error {
-	vm, err := c.runningVM("reset", name)
-	if err != nil {
-		return err
-	}
-	if err := vm.Reset(ctx); err != nil {
-		return fmt.Errorf("reset %s: %w", name, err)
-	}
-	c.cfg.Log("%s: reset", name)
-	return nil
+	return c.vmAction(ctx, name, "reset", "reset", nil, (*qemu.VM).Reset)
 }
 
 // Pause freezes the node's VM (QMP stop), like Jepsen's pause nemesis: it
 // misses heartbeats and answers nothing until Resume.
 func (c *Cluster) Pause(ctx context.Context, name string) error {
-	vm, err := c.runningVM("pause", name)
-	if err != nil {
-		return err
-	}
-	if st, err := vm.Status(ctx); err == nil && st == "paused" {
-		return fmt.Errorf("pause %s: already paused", name)
-	}
-	if err := vm.Pause(ctx); err != nil {
-		return fmt.Errorf("pause %s: %w", name, err)
-	}
-	c.cfg.Log("%s: paused", name)
-	return nil
+	return c.vmAction(ctx, name, "pause", "paused", notPaused, (*qemu.VM).Pause)
 }
 
 // Resume thaws a paused node.
 func (c *Cluster) Resume(ctx context.Context, name string) error {
-	vm, err := c.runningVM("resume", name)
+	return c.vmAction(ctx, name, "resume", "resumed", isPaused, (*qemu.VM).Resume)
+}
+
+// vmAction applies act to the node's running VM and logs "<name>: <done>".
+// With check, it first reads the VM's QMP status and lets check refuse.
+// Errors start "<verb> <name>: ".
+func (c *Cluster) vmAction(ctx context.Context, name, verb, done string, check func(status string, err error) error, act func(*qemu.VM, context.Context) error) error {
+	vm, err := c.runningVM(verb, name)
 	if err != nil {
 		return err
 	}
-	st, err := vm.Status(ctx)
+	if check != nil {
+		if err := check(vm.Status(ctx)); err != nil {
+			return fmt.Errorf("%s %s: %w", verb, name, err)
+		}
+	}
+	if err := act(vm, ctx); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, name, err)
+	}
+	c.cfg.Log("%s: %s", name, done)
+	return nil
+}
+
+// notPaused refuses to pause a VM whose status says it is paused already;
+// a status that cannot be read does not keep it from pausing.
+func notPaused(status string, err error) error {
+	if err == nil && status == "paused" {
+		return errors.New("already paused")
+	}
+	return nil
+}
+
+// isPaused refuses to resume a VM unless its status says it is paused.
+func isPaused(status string, err error) error {
 	if err != nil {
-		return fmt.Errorf("resume %s: %w", name, err)
+		return err
 	}
-	if st != "paused" {
-		return fmt.Errorf("resume %s: not paused (%s)", name, st)
+	if status != "paused" {
+		return fmt.Errorf("not paused (%s)", status)
 	}
-	if err := vm.Resume(ctx); err != nil {
-		return fmt.Errorf("resume %s: %w", name, err)
-	}
-	c.cfg.Log("%s: resumed", name)
 	return nil
 }
 
