@@ -61,76 +61,96 @@ func init() {
 		}
 	}
 	if names := os.Getenv(panicEnv); names != "" {
-		var mu sync.Mutex
-		panicked := map[string]bool{}
-		supervise.BeforeRun = func(name string) {
-			for _, want := range strings.Split(names, ",") {
-				if want == "" || !strings.HasPrefix(name, want) {
-					continue
-				}
-				mu.Lock()
-				first := !panicked[name]
-				panicked[name] = true
-				mu.Unlock()
-				if first {
-					panic("test hook: " + name + " panics once")
-				}
+		supervise.BeforeRun = panicOnce(names)
+	}
+	beforeStep = faultBeforeStep
+	startTestHooks = serveTestHooks
+}
+
+// panicOnce is a supervise.BeforeRun that makes each long-lived part
+// whose name starts with one of names (comma-separated) panic once.
+func panicOnce(names string) func(string) {
+	var mu sync.Mutex
+	panicked := map[string]bool{}
+	return func(name string) {
+		for _, want := range strings.Split(names, ",") {
+			if want == "" || !strings.HasPrefix(name, want) {
+				continue
+			}
+			mu.Lock()
+			first := !panicked[name]
+			panicked[name] = true
+			mu.Unlock()
+			if first {
+				panic("test hook: " + name + " panics once")
 			}
 		}
 	}
-	beforeStep = func(n *node, step string) {
-		slug := strings.ReplaceAll(step, " ", "-")
-		switch {
-		case n.cmdline[hangKey] == slug:
-			n.log.Printf("test hook: hanging before %s: the step goes silent, and the watchdog stops being fed", step)
-			select {}
-		case n.cmdline[crashKey] == slug:
-			n.log.Printf("test hook: the init exits before %s", step)
-			os.Exit(3)
+}
+
+// faultBeforeStep hangs or ends the init before the boot step the kernel
+// command line names (hangKey, crashKey).
+func faultBeforeStep(n *node, step string) {
+	slug := strings.ReplaceAll(step, " ", "-")
+	switch {
+	case n.cmdline[hangKey] == slug:
+		n.log.Printf("test hook: hanging before %s: the step goes silent, and the watchdog stops being fed", step)
+		select {}
+	case n.cmdline[crashKey] == slug:
+		n.log.Printf("test hook: the init exits before %s", step)
+		os.Exit(3)
+	}
+}
+
+// serveTestHooks serves the test hooks on testHookPort.
+func serveTestHooks(_ context.Context, n *node) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) { killEtcd(n, w) })
+	// resolve looks a name up with the node's own resolver
+	// (/etc/resolv.conf), so tests can see what a guest's lookup of an
+	// outside name does on a closed network.
+	mux.HandleFunc("GET /hook/resolve", resolveHook)
+	srv := &http.Server{Addr: testHookPort, Handler: mux}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil {
+			n.log.Printf("test hooks: %v", err)
 		}
+	}()
+	n.log.Printf("test hooks listening on %s", testHookPort)
+}
+
+// killEtcd sends SIGKILL to the running etcd.
+func killEtcd(n *node, w http.ResponseWriter) {
+	sup := n.supervisor()
+	pid := 0
+	if sup != nil {
+		pid = sup.Pid()
 	}
-	startTestHooks = func(ctx context.Context, n *node) {
-		mux := http.NewServeMux()
-		mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) {
-			sup := n.supervisor()
-			pid := 0
-			if sup != nil {
-				pid = sup.Pid()
-			}
-			if pid == 0 {
-				http.Error(w, "etcd is not running", http.StatusConflict)
-				return
-			}
-			if err := sup.Signal(syscall.SIGKILL); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			n.log.Printf("test hook: sent SIGKILL to etcd (pid %d)", pid)
-			w.WriteHeader(http.StatusNoContent)
-		})
-		// resolve looks a name up with the node's own resolver
-		// (/etc/resolv.conf), so tests can see what a guest's lookup of
-		// an outside name does on a closed network.
-		mux.HandleFunc("GET /hook/resolve", func(w http.ResponseWriter, r *http.Request) {
-			name := r.URL.Query().Get("name")
-			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-			defer cancel()
-			start := time.Now()
-			addrs, err := net.DefaultResolver.LookupHost(ctx, name)
-			elapsed := time.Since(start)
-			w.Header().Set("X-Elapsed", elapsed.String())
-			if err != nil {
-				http.Error(w, fmt.Sprintf("lookup %s: %v (after %s)", name, err, elapsed), http.StatusBadGateway)
-				return
-			}
-			fmt.Fprintln(w, strings.Join(addrs, "\n"))
-		})
-		srv := &http.Server{Addr: testHookPort, Handler: mux}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil {
-				n.log.Printf("test hooks: %v", err)
-			}
-		}()
-		n.log.Printf("test hooks listening on %s", testHookPort)
+	if pid == 0 {
+		http.Error(w, "etcd is not running", http.StatusConflict)
+		return
 	}
+	if err := sup.Signal(syscall.SIGKILL); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	n.log.Printf("test hook: sent SIGKILL to etcd (pid %d)", pid)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resolveHook answers GET /hook/resolve?name=NAME with the addresses, or
+// 502 and the error, and the lookup's time in X-Elapsed.
+func resolveHook(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+	elapsed := time.Since(start)
+	w.Header().Set("X-Elapsed", elapsed.String())
+	if err != nil {
+		http.Error(w, fmt.Sprintf("lookup %s: %v (after %s)", name, err, elapsed), http.StatusBadGateway)
+		return
+	}
+	fmt.Fprintln(w, strings.Join(addrs, "\n"))
 }
