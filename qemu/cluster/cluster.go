@@ -168,7 +168,6 @@ type Cluster struct {
 	accel *qemu.Choice // resolved from cfg.Accel by the first boot
 	st    State
 	net   *vnet.Client
-	tls   *tls.Config         // nil until needed: down works without the PKI
 	vms   map[string]*qemu.VM // started by this process; others are attached when needed
 }
 
@@ -214,16 +213,17 @@ func newCluster(cfg Config, st State) (*Cluster, error) {
 	return c, nil
 }
 
-// adminTLS loads the admin certificate once.
+// adminTLS loads the admin certificate, at each call: a CA rotation
+// changes it. While the directory holds a next CA (etcdbox pki rotate-ca)
+// the harness is a client of the rotation, as an operator's tools must
+// be: it trusts both roots and offers both admin certificates
+// (nodeapi.RotationTLS).
 func (c *Cluster) adminTLS() (*tls.Config, error) {
-	if c.tls == nil {
-		tc, err := nodeapi.AdminTLS(c.PKIDir())
-		if err != nil {
-			return nil, err
-		}
-		c.tls = tc
+	next := filepath.Join(c.PKIDir(), pki.NextDir)
+	if _, err := os.Stat(filepath.Join(next, pki.AdminCertFile)); err == nil {
+		return nodeapi.RotationTLS(c.PKIDir(), next)
 	}
-	return c.tls, nil
+	return nodeapi.AdminTLS(c.PKIDir())
 }
 
 // Dir returns the cluster directory.
