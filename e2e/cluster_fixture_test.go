@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -228,19 +229,25 @@ func processStart(t *testing.T, c *cluster.Cluster, name string) string {
 	n, _ := c.Node(name)
 	tc, err := c.TLS()
 	require.NoError(t, err)
+	return metric(t, tc, n.Endpoint(), "process_start_time_seconds")
+}
+
+// metric reads one of etcd's metrics at endpoint.
+func metric(t *testing.T, tc *tls.Config, endpoint, name string) string {
+	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(n.Endpoint() + "/metrics")
+	resp, err := hc.Get(endpoint + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_start_time_seconds "); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}
 	}
-	t.Fatalf("%s: no process_start_time_seconds in /metrics", name)
+	t.Fatalf("%s: no %s in /metrics", endpoint, name)
 	return ""
 }
 

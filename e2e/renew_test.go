@@ -120,18 +120,5 @@ func testRenewal(t *testing.T, n *node, pkiDir string, rw *renewalWatch, mark in
 // etcdStartTime is etcd's process_start_time_seconds, from its metrics.
 func etcdStartTime(t *testing.T, n *node, pkiDir string) string {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: testenv.AdminTLS(t, []string{pkiDir}, pkiDir)}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(n.endpoint() + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_start_time_seconds "); ok {
-			return v
-		}
-	}
-	t.Fatal("no process_start_time_seconds in etcd's /metrics")
-	return ""
+	return metric(t, testenv.AdminTLS(t, []string{pkiDir}, pkiDir), n.endpoint(), "process_start_time_seconds")
 }
