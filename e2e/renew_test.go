@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"crypto/tls"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
