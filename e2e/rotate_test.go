@@ -150,7 +150,14 @@ func powerCutMidReissue(ctx context.Context, t *testing.T, c *cluster.Cluster, n
 	require.NoError(t, c.Start(ctx, name))
 	require.NoError(t, c.WaitReady(ctx, name))
 	n, _ := c.Node(name)
-	st, err := nodeAPI(t, c, n).Status(ctx)
+	// Its node API serves a leaf of the new node CA now: the client
+	// trusts both roots, as an operator's tools do during a rotation.
+	tc, err := nodeapi.RotationTLS(c.PKIDir(), filepath.Join(c.PKIDir(), pki.NextDir))
+	require.NoError(t, err)
+	api, err := nodeapi.NewClientTLS("https://127.0.0.1:"+strconv.Itoa(n.APIPort), tc)
+	require.NoError(t, err)
+	defer api.Close()
+	st, err := api.Status(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, nodeapi.RotationReissue, st.PKI.Rotation.Phase, "%s resumed its phase from DATA", name)
 	conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ClientPort)), testenv.AdminTLS(t, []string{c.PKIDir(), filepath.Join(c.PKIDir(), pki.NextDir)}, c.PKIDir()))

@@ -25,12 +25,18 @@ func newCmdlineSecrets(t *testing.T, seedYAML []byte) cmdlineSecrets {
 	t.Helper()
 	s, err := seed.Parse(seedYAML)
 	require.NoError(t, err)
-	block, _ := pem.Decode([]byte(s.PKI.CAKey))
-	require.NotNil(t, block, "the seed carries the CA key")
+	// The key the nodes issue with: the node CA's, or on an older seed
+	// the root's own.
+	block, _ := pem.Decode([]byte(s.PKI.NodeCAKey + s.PKI.CAKey))
+	require.NotNil(t, block, "the seed carries a CA key")
 	key := base64.StdEncoding.EncodeToString(block.Bytes)
-	value := base64.StdEncoding.EncodeToString(seedYAML)
+	// Gzipped, as etcdbox seed --cmdline writes it: plain base64 of a
+	// seed with a node CA is over the kernel's 2047 bytes.
+	arg, err := seed.Cmdline(seedYAML)
+	require.NoError(t, err)
+	value := strings.TrimPrefix(arg, seed.CmdlineKey+"=")
 	return cmdlineSecrets{
-		arg: seed.CmdlineKey + "=" + value,
+		arg: arg,
 		markers: map[string]string{
 			"the CA key":                         middle(key, 32),
 			"the " + seed.CmdlineKey + "= value": middle(value, 32),

@@ -111,6 +111,9 @@ func (cfg Config) check(output bool) (Config, error) {
 	if strings.ContainsAny(cfg.Cmdline, "\n\r") {
 		return cfg, fmt.Errorf("cmdline %q: must be one line", cfg.Cmdline)
 	}
+	if n := len(bootOptions(cfg.Cmdline)); n > MaxCmdline {
+		return cfg, fmt.Errorf("cmdline: the kernel command line would be %d bytes, over x86's %d (the kernel cuts the rest off, and a seed on it would not parse); gzip the seed (etcdbox seed -o seed.cmdline), or put it on a seed volume or in the image (--seed)", n, MaxCmdline)
+	}
 	for _, in := range []struct{ what, path string }{
 		{"kernel", cfg.Kernel}, {"modules", cfg.Modules}, {"etcd", cfg.Etcd}, {"init", cfg.Init}, {"seed", cfg.Seed},
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,8 @@ func TestBuildBadInput(t *testing.T) {
 			want: []string{fmt.Sprint(100 << 20), fmt.Sprint(MinSize), "578 MiB"}, is: ErrSizeTooSmall},
 		{name: "push of a raw image", change: func(c *Config) { c.Push = "127.0.0.1:1/x:y" }, want: []string{"127.0.0.1:1/x:y"}},
 		{name: "multi-line cmdline", change: func(c *Config) { c.Cmdline = "a\nb" }, want: []string{"cmdline"}},
+		{name: "cmdline over x86's limit", change: func(c *Config) { c.Cmdline = "etcdbox.seed=" + strings.Repeat("A", MaxCmdline) },
+			want: []string{"cmdline", fmt.Sprint(MaxCmdline), "seed volume"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()

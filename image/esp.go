@@ -27,14 +27,25 @@ const (
 	loaderConf = "default etcdbox-*\ntimeout 0\neditor no\nauto-entries no\nauto-firmware no\n"
 )
 
-// bootEntry is the systemd-boot entry of slot a, generation 1.
-func bootEntry(extra string) string {
+// MaxCmdline is the longest kernel command line an x86-64 kernel takes
+// whole: COMMAND_LINE_SIZE (2048) less its terminating NUL. The EFI stub
+// and the boot protocol cut a longer one off, silently.
+const MaxCmdline = 2047
+
+// bootOptions is the kernel command line of slot a's entry: the
+// builder's own arguments, then the extras.
+func bootOptions(extra string) string {
 	opts := "console=ttyS0,115200 panic=10 etcdbox.slot=a"
 	if extra = strings.TrimSpace(extra); extra != "" {
 		opts += " " + extra
 	}
+	return opts
+}
+
+// bootEntry is the systemd-boot entry of slot a, generation 1.
+func bootEntry(extra string) string {
 	return "title etcdbox (slot a)\nversion 1\nsort-key etcdbox\n" +
-		"linux /" + kernelPath + "\ninitrd /" + initrdPath + "\noptions " + opts + "\n"
+		"linux /" + kernelPath + "\ninitrd /" + initrdPath + "\noptions " + bootOptions(extra) + "\n"
 }
 
 // An espFile is one file to put on the ESP.

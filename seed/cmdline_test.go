@@ -1,11 +1,17 @@
 package seed
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/pki"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -104,4 +110,58 @@ func TestFromCmdlineParses(t *testing.T) {
 	assert.Equal(t, "demo", s.Cluster)
 	assert.Equal(t, f.caKey, s.PKI.CAKey)
 	t.Logf("cmdline with a CA seed: %d bytes", len(cmdline))
+}
+
+// TestCmdlineGzip: a seed with a node CA is over the kernel's 2047 bytes
+// as plain base64 and under them gzipped; FromCmdline reads it back.
+func TestCmdlineGzip(t *testing.T) {
+	ca, err := pki.NewCA("etcdbox-ca", 24*time.Hour)
+	require.NoError(t, err)
+	p, _, err := IssuingPKI(ca, pki.NodeScope{Domains: []string{"etcd.example.internal"}})
+	require.NoError(t, err)
+	in := &Seed{Cluster: "prod", Discovery: Discovery{SRV: "etcd.example.internal", InitialSize: 3}, PKI: p}
+	data, err := in.Marshal()
+	require.NoError(t, err)
+
+	arg, err := Cmdline(data)
+	require.NoError(t, err)
+	plain := CmdlineKey + "=" + base64.RawStdEncoding.EncodeToString(data)
+	t.Logf("seed with a node CA: %d bytes of YAML; on the command line %d bytes plain, %d gzipped", len(data), len(plain), len(arg))
+	assert.Greater(t, len(plain), 2047, "plain base64 would be cut off by the kernel")
+	assert.Less(t, len(arg), 2047-len("console=ttyS0,115200 panic=10 etcdbox.slot=a "), "gzipped, it fits beside the builder's arguments")
+
+	got, ok, err := FromCmdline("console=ttyS0 " + arg + " panic=10")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, data, got)
+	s, err := Parse(got)
+	require.NoError(t, err)
+	assert.Equal(t, p.NodeCAKey, s.PKI.NodeCAKey)
+}
+
+// TestCmdlineGzipBad: a gzip stream that is cut, empty, or expands past
+// MaxSize is an error that names the parameter.
+func TestCmdlineGzipBad(t *testing.T) {
+	arg, err := Cmdline([]byte("cluster: demo\n"))
+	require.NoError(t, err)
+	raw, err := base64.RawStdEncoding.DecodeString(strings.TrimPrefix(arg, CmdlineKey+"="))
+	require.NoError(t, err)
+	empty, err := Cmdline(nil)
+	require.NoError(t, err)
+	var bomb bytes.Buffer
+	z := gzip.NewWriter(&bomb)
+	_, err = z.Write(make([]byte, MaxSize+1))
+	require.NoError(t, err)
+	require.NoError(t, z.Close())
+	for _, tt := range []struct{ name, in, want string }{
+		{"cut", CmdlineKey + "=" + base64.RawStdEncoding.EncodeToString(raw[:len(raw)-6]), "etcdbox.seed: gzip"},
+		{"empty", empty, "etcdbox.seed: gzip: empty seed"},
+		{"bomb", CmdlineKey + "=" + base64.RawStdEncoding.EncodeToString(bomb.Bytes()), "seed too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ok, err := FromCmdline(tt.in)
+			assert.True(t, ok)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
 }

@@ -37,8 +37,9 @@ func newSeedCmd() *cobra.Command {
 		Use:   "seed -o FILE",
 		Short: "Write a node seed as YAML or as a NoCloud cidata volume",
 		Long: `Write a seed (see the README for its keys), checked with the same parser
-the node uses. The output is YAML when FILE ends in .yaml or .yml, else a
-NoCloud cidata volume (a FAT filesystem labelled "cidata" holding user-data
+the node uses. The output is YAML when FILE ends in .yaml or .yml, the
+kernel argument etcdbox.seed=... (gzipped, base64) when it ends in
+.cmdline, else a NoCloud cidata volume (a FAT filesystem labelled "cidata" holding user-data
 and meta-data, as cloud-localds makes it) to attach to a VM as a disk.
 
 The seed comes from --from FILE, or from the flags: --cluster, --pki (a
@@ -59,11 +60,23 @@ node's own certificates (default 720h; renewed at two thirds).`,
 			if err != nil {
 				return err
 			}
-			if ext := filepath.Ext(o.out); ext == ".yaml" || ext == ".yml" {
+			switch ext := filepath.Ext(o.out); {
+			case ext == ".yaml" || ext == ".yml":
 				if err := pki.WriteFileAtomic(o.out, data, 0o600); err != nil {
 					return err
 				}
-			} else {
+			case ext == ".cmdline":
+				arg, err := seed.Cmdline(data)
+				if err != nil {
+					return err
+				}
+				if n := len(arg); n > image.MaxCmdline-len(" console=ttyS0,115200 panic=10 etcdbox.slot=a") {
+					o.warn("%s: the argument is %d bytes; with the image's own arguments the kernel command line may pass %d bytes, and the kernel cuts it there", o.out, n, image.MaxCmdline)
+				}
+				if err := pki.WriteFileAtomic(o.out, []byte(arg+"\n"), 0o600); err != nil {
+					return err
+				}
+			default:
 				meta := fmt.Sprintf("instance-id: %s-%s\n", s.Cluster, orDefault(s.Name, "node"))
 				if s.Name != "" {
 					meta += "local-hostname: " + s.Name + "\n"
@@ -81,7 +94,7 @@ node's own certificates (default 720h; renewed at two thirds).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.out, "output", "o", "", "output: seed YAML (.yaml, .yml) or a cidata volume (anything else)")
+	fl.StringVarP(&o.out, "output", "o", "", "output: seed YAML (.yaml, .yml), the kernel argument (.cmdline) or a cidata volume (anything else)")
 	fl.StringVar(&o.from, "from", "", "take the seed from this YAML file instead of the flags")
 	fl.StringVar(&o.cluster, "cluster", "", "cluster name (also etcd's initial-cluster token)")
 	fl.StringVar(&o.name, "name", "", "node name (default: from DHCP, the hostname or the MAC address)")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/etcdbox/etcdbox/seed"
@@ -36,6 +37,21 @@ func TestSeedCommand(t *testing.T) {
 	require.NoError(t, run(t.Context(), []string{"seed", "--from", yamlPath, "-o", img}, &out, &out))
 	fsck, err := exec.Command("fsck.vfat", "-n", img).CombinedOutput()
 	assert.NoError(t, err, "%s", fsck)
+
+	// The kernel argument: gzipped, it fits the command line, and reads
+	// back to the same seed; the file holds a key, so it is 0600.
+	arg := filepath.Join(dir, "seed.cmdline")
+	require.NoError(t, run(t.Context(), []string{"seed", "--from", yamlPath, "-o", arg}, &out, &out))
+	fi, err := os.Stat(arg)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	line, err := os.ReadFile(arg)
+	require.NoError(t, err)
+	assert.Less(t, len(line), 2047-len("console=ttyS0,115200 panic=10 etcdbox.slot=a "))
+	back, ok, err := seed.FromCmdline("console=ttyS0 " + strings.TrimSpace(string(line)))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, data, back)
 
 	peers := filepath.Join(dir, "peers.yaml")
 	require.NoError(t, run(t.Context(), []string{"seed", "--cluster", "dev", "--pki", pkiDir,
