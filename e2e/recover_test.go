@@ -113,9 +113,11 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		return len(r.Members) == 2 && !r.Members[0].IsLearner && !r.Members[1].IsLearner, describe(r.Members)
 	})
 	t.Logf("recovered with n1 a voter %s after the recover began", time.Since(recoverStart).Round(time.Second))
-	console := vm1.Console()
-	assert.Contains(t, console, "added as learner")
-	assert.Contains(t, console, "promoted to a voting member")
+	assert.Contains(t, vm1.Console(), "added as learner")
+	// The node logs its promotion once etcd's answer is back, which can
+	// be after the member list shows it.
+	_, err = vm1.WaitConsole(ctx, 0, "promoted to a voting member")
+	assert.NoError(t, err, "n1 says it was promoted")
 	checkOneCluster(ctx, t, c, []string{"n1", "n3"})
 	newCluster := clusterIDOf(ctx, t, c, "n3")
 	assert.NotEqual(t, oldCluster, newCluster, "the recovered cluster has a new ID")
