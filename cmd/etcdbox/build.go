@@ -25,6 +25,7 @@ type buildFlags struct {
 	output, format, kernel, modules, etcd, init, bootloader string
 	cmdline, size, seed, push, version, toolsRoot           string
 	sign                                                    string
+	force                                                   bool
 }
 
 func newBuildCommand() *cobra.Command {
@@ -35,6 +36,14 @@ func newBuildCommand() *cobra.Command {
 		Long: `Build turns a kernel, the etcdbox init and upstream etcd into a bootable
 GPT disk (--format raw, the default) or an OCI image (--format oci: a
 tarball when -o ends in .tar, else an OCI image layout directory).
+
+-o - writes the image to standard output (OCI as a tarball). -o DEVICE
+flashes a raw disk onto a block device in place (as root), as dd would,
+but safely: the device must not be mounted or otherwise in use, must be
+as large as the image, and must look blank (zeros in its first MiB)
+unless --force is given. The image is built first, written with every
+byte, synced, and read back to compare. The node grows its partitions to
+the whole device at first boot.
 
 Inputs default to the cache hack/deps.sh fills ($ETCDBOX_CACHE/sysroot or
 .cache/sysroot), else the host: the newest /boot/vmlinuz-* with its
@@ -47,15 +56,20 @@ sets every time stamp; equal inputs give byte-identical images.`,
 			if err != nil {
 				return err
 			}
-			res, err := image.Build(cmd.Context(), cfg)
+			res, err := buildTo(cmd.Context(), cfg, f.force, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if errors.Is(err, image.ErrSizeTooSmall) {
 				return fmt.Errorf("--size %s: %w", f.size, err)
 			}
 			if err != nil {
 				return err
 			}
+			// With -o -, standard output is the image: the report goes
+			// to standard error.
 			out := cmd.OutOrStdout()
-			if cfg.Output != "" {
+			if cfg.Output == "-" {
+				out = cmd.ErrOrStderr()
+			}
+			if cfg.Output != "" && cfg.Output != "-" {
 				fmt.Fprintf(out, "wrote %s (%s)\n", cfg.Output, cfg.Format)
 			}
 			if res.Digest != "" {
@@ -81,7 +95,8 @@ sets every time stamp; equal inputs give byte-identical images.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "", "image file, or OCI layout directory / .tar")
+	fl.StringVarP(&f.output, "output", "o", "", "image file, OCI layout directory / .tar, - for standard output, or a block device to flash")
+	fl.BoolVar(&f.force, "force", false, "with -o DEVICE: overwrite a device that is not blank")
 	fl.StringVar(&f.format, "format", string(image.FormatRaw), "output format: raw or oci")
 	fl.StringVar(&f.kernel, "kernel", "", "kernel bzImage (default: newest cached or host /boot/vmlinuz-*)")
 	fl.StringVar(&f.modules, "modules", "", "module directory /lib/modules/<release> (default: the kernel's)")
