@@ -2,7 +2,7 @@
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: all deps build image test test-short bench chaos fuzz cluster clean
+.PHONY: all deps build image test test-short bench chaos fuzz cluster clean docs
 
 all: build
 
@@ -32,6 +32,11 @@ fuzz:
 
 cluster: deps build image
 	hack/cluster.sh
+
+# The flag reference (docs/cli) and man pages (docs/man), generated from
+# the commands; TestDocsFresh fails in make test when they are stale.
+docs:
+	ETCDBOX_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestDocsFresh$$' ./cmd/etcdbox
 
 clean:
 	rm -rf bin out

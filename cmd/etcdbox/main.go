@@ -36,6 +36,15 @@ func main() {
 
 // run executes the CLI with args; tests call it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}
+
+// newRoot builds the command tree: every verb, with its flags.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "etcdbox",
 		Short:         "Immutable, bootable images for dedicated etcd nodes",
@@ -51,8 +60,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		root.AddCommand(c())
 	}
 	markUsage(root)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	return root
 }
