@@ -252,42 +252,14 @@ checked against the digest, then verified the same way.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if _, err := os.Stat(output); err == nil {
-				return fmt.Errorf("-o %s: exists; give a new file", output)
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			tmp, err := os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
-			if err != nil {
-				return fmt.Errorf("-o %s: %w", output, err)
-			}
-			defer os.Remove(tmp.Name())
-			var from, sum string
-			if backup.IsRef(name) {
-				from, sum, err = rf.pullBackup(ctx, name, tmp)
-			} else {
-				from, sum, err = f.fetchBackup(ctx, node, name, tmp)
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			st, err := backup.Verify(tmp.Name())
-			if err != nil {
-				return fmt.Errorf("%s from %s: %w", name, from, err)
-			}
-			if sum != "" && sum != st.SHA256 {
-				return fmt.Errorf("%s from %s: the node names SHA-256 %s, the file holds %s", name, from, sum, st.SHA256)
-			}
-			// A link, not a rename: it fails rather than replace a file
-			// that appeared meanwhile.
-			if err := os.Link(tmp.Name(), output); err != nil {
-				return fmt.Errorf("-o %s: %w", output, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s from %s, revision %d, %d keys, hash %d, verified\n", output, name, from, st.Revision, st.Keys, st.Hash)
-			return nil
+			return writeVerified(cmd.OutOrStdout(), output, name, func(w io.Writer) (from, sum string, err error) {
+				if backup.IsRef(name) {
+					return rf.pullBackup(ctx, name, w)
+				}
+				return f.fetchBackup(ctx, node, name, w)
+			})
 		},
 	}
 	f.add(cmd)
@@ -296,6 +268,42 @@ checked against the digest, then verified the same way.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (required; never overwritten)")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// writeVerified writes the snapshot fetch copies into output, a new file,
+// only once it verifies as the node verified it before keeping it: the
+// SHA-256 etcd appended (and the one the node names, sum), and the
+// database read whole. It never replaces a file.
+func writeVerified(out io.Writer, output, name string, fetch func(io.Writer) (from, sum string, err error)) error {
+	if _, err := os.Stat(output); err == nil {
+		return fmt.Errorf("-o %s: exists; give a new file", output)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
+	if err != nil {
+		return fmt.Errorf("-o %s: %w", output, err)
+	}
+	defer os.Remove(tmp.Name())
+	from, sum, err := fetch(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	st, err := backup.Verify(tmp.Name())
+	if err != nil {
+		return fmt.Errorf("%s from %s: %w", name, from, err)
+	}
+	if sum != "" && sum != st.SHA256 {
+		return fmt.Errorf("%s from %s: the node names SHA-256 %s, the file holds %s", name, from, sum, st.SHA256)
+	}
+	// A link, not a rename: it fails rather than replace a file that
+	// appeared meanwhile.
+	if err := os.Link(tmp.Name(), output); err != nil {
+		return fmt.Errorf("-o %s: %w", output, err)
+	}
+	fmt.Fprintf(out, "wrote %s: %s from %s, revision %d, %d keys, hash %d, verified\n", output, name, from, st.Revision, st.Keys, st.Hash)
+	return nil
 }
 
 // fetchBackup copies the kept snapshot name into w from the first node
