@@ -150,6 +150,10 @@ func slotState(s slot.Slot) string {
 	return nodeapi.SlotEmpty
 }
 
+func (a *apiNode) LogsSince(seq uint64) ([]string, uint64, uint64) {
+	return a.n.ring.Since(seq, 0)
+}
+
 func (a *apiNode) Logs(lines int) []string {
 	all := a.n.ring.Lines()
 	if len(all) > lines {

@@ -141,6 +141,51 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
+// textWithHeader is an answer's text body (read as into a bytes.Buffer)
+// and its header.
+type textWithHeader struct {
+	buf bytes.Buffer
+	h   http.Header
+}
+
+// LogPage is one answer of GET /v1/logs?after=: complete lines, the
+// number of the last (the next call's after), how many lines after the
+// asked number the node no longer kept, and the ID of the node's boot
+// (numbers start again in another).
+type LogPage struct {
+	Lines   []string
+	Last    uint64
+	Dropped uint64
+	Boot    string
+}
+
+// LogsAfter returns the node's complete log lines after line number
+// after; newest > 0 keeps only the newest that many (the start of a
+// follow: LogsAfter(ctx, 0, n)).
+func (c *Client) LogsAfter(ctx context.Context, after uint64, newest int) (LogPage, error) {
+	path := PathLogs + "?after=" + strconv.FormatUint(after, 10)
+	if newest > 0 {
+		path += "&lines=" + strconv.Itoa(newest)
+	}
+	var page LogPage
+	var body textWithHeader
+	err := c.do(ctx, http.MethodGet, path, nil, http.StatusOK, &body)
+	if err != nil {
+		return page, err
+	}
+	if page.Last, err = strconv.ParseUint(body.h.Get(HeaderLogLast), 10, 64); err != nil {
+		return page, fmt.Errorf("GET %s: header %s: %w", path, HeaderLogLast, err)
+	}
+	if page.Dropped, err = strconv.ParseUint(body.h.Get(HeaderLogDropped), 10, 64); err != nil {
+		return page, fmt.Errorf("GET %s: header %s: %w", path, HeaderLogDropped, err)
+	}
+	page.Boot = body.h.Get(HeaderLogBoot)
+	if text := strings.TrimSuffix(body.buf.String(), "\n"); text != "" {
+		page.Lines = strings.Split(text, "\n")
+	}
+	return page, nil
+}
+
 // Logs returns the node's last n log lines (the init's and etcd's, oldest
 // first); n <= 0 means DefaultLogLines.
 func (c *Client) Logs(ctx context.Context, n int) ([]string, error) {
@@ -364,6 +409,10 @@ func (c *Client) roundTrip(ctx context.Context, method, u string, body any, want
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
 		return readError(resp)
+	}
+	if t, ok := out.(*textWithHeader); ok {
+		t.h = resp.Header
+		out = &t.buf
 	}
 	switch out := out.(type) {
 	case nil:

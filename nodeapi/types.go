@@ -49,6 +49,16 @@ const (
 	MaxLogLines = 100000
 )
 
+// GET /v1/logs?after=N answers complete lines only, with these headers:
+// the number of the last line it holds (N when none; the next request's
+// after), how many lines after N the node no longer kept, and an ID of
+// the node's boot: line numbers start again when it changes.
+const (
+	HeaderLogLast    = "Etcdbox-Log-Last"
+	HeaderLogDropped = "Etcdbox-Log-Dropped"
+	HeaderLogBoot    = "Etcdbox-Log-Boot"
+)
+
 // Status is a node's answer to GET /v1/status. A field the node cannot tell
 // (etcd not running yet, say) is left at its zero value; the request still
 // succeeds.

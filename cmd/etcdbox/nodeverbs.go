@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,18 +36,7 @@ func (f *nodeFlags) add(cmd *cobra.Command) {
 func (f *nodeFlags) with(ctx context.Context, node string, do func(context.Context, *nodeapi.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
-	if err != nil {
-		return err
-	}
-	if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-		return err
-	}
-	endpoint, err := findNode(ctx, node, targets, pkiDir, f.dir != "")
-	if err != nil {
-		return err
-	}
-	c, err := nodeapi.NewClient(endpoint, pkiDir)
+	c, err := f.client(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -54,41 +44,144 @@ func (f *nodeFlags) with(ctx context.Context, node string, do func(context.Conte
 	return do(ctx, c)
 }
 
+// client finds node among the targets and returns a client of its API.
+func (f *nodeFlags) client(ctx context.Context, node string) (*nodeapi.Client, error) {
+	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
+		return nil, err
+	}
+	endpoint, err := findNode(ctx, node, targets, pkiDir, f.dir != "")
+	if err != nil {
+		return nil, err
+	}
+	return nodeapi.NewClient(endpoint, pkiDir)
+}
+
 func newLogsCmd() *cobra.Command {
 	var (
-		f     nodeFlags
-		lines int
+		f      nodeFlags
+		lines  int
+		follow bool
+		every  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NODE (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
-		Short: "Print the last lines of NODE's init and etcd log",
+		Short: "Print the last lines of NODE's init and etcd log, or follow it (-f)",
 		Long: `Logs prints the last --lines lines of NODE's log, oldest first, as its
 node API keeps them in memory (GET /v1/logs): the init's lines and etcd's,
-which is what the serial console shows, without a console.`,
+which is what the serial console shows, without a console.
+
+-f follows the log: after the last lines it prints each new line as the
+node logs it, until interrupted. It asks the node every --interval for
+the lines after the last one it printed (the node numbers them), so it
+loses none while the node keeps them (a note says how many it missed
+when the node logged faster than it keeps), and it goes on across the
+node's reboots: while the node does not answer it says so once and keeps
+asking, and every line the new boot holds follows. --timeout bounds finding the
+node and each request.`,
 		Example: `  etcdbox logs n2 --dir run/ --lines 50
+  etcdbox logs n2 -f --dir run/
   etcdbox logs n2 --endpoints https://10.0.0.12:9379 --pki pki/`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if lines < 1 || lines > nodeapi.MaxLogLines {
 				return usageError{fmt.Errorf("--lines %d: want 1 to %d", lines, nodeapi.MaxLogLines)}
 			}
+			if every <= 0 {
+				return usageError{fmt.Errorf("--interval %s: want a positive duration", every)}
+			}
+			if follow {
+				return f.follow(cmd.Context(), args[0], lines, every, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return f.with(cmd.Context(), args[0], func(ctx context.Context, c *nodeapi.Client) error {
 				ls, err := c.Logs(ctx, lines)
 				if err != nil {
 					return fmt.Errorf("logs of %s: %w", args[0], err)
 				}
-				for _, l := range ls {
-					if _, err := fmt.Fprintln(cmd.OutOrStdout(), l); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printLines(cmd.OutOrStdout(), ls)
 			})
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().IntVar(&lines, "lines", nodeapi.DefaultLogLines, "how many of the last lines")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print new lines as the node logs them, until interrupted")
+	cmd.Flags().DurationVar(&every, "interval", 500*time.Millisecond, "with -f: how often to ask the node for new lines")
 	return cmd
+}
+
+func printLines(w io.Writer, lines []string) error {
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow prints node's last lines, then its new ones, until ctx ends
+// (an interrupt), which is a clean end.
+func (f *nodeFlags) follow(ctx context.Context, node string, lines int, every time.Duration, out, errOut io.Writer) error {
+	fctx, cancel := context.WithTimeout(ctx, f.timeout)
+	c, err := f.client(fctx, node)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var (
+		last    uint64
+		boot    string  // the node's boot, from its first answer
+		newest  = lines // the first request takes the newest lines only
+		silent  bool    // the node did not answer last time
+		tick    = time.NewTicker(every)
+		request = func() (nodeapi.LogPage, error) {
+			rctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			return c.LogsAfter(rctx, last, newest)
+		}
+	)
+	defer tick.Stop()
+	for {
+		page, err := request()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && newest > 0:
+			return fmt.Errorf("logs of %s: %w", node, err)
+		case err != nil:
+			if !silent {
+				fmt.Fprintf(errOut, "etcdbox: %s does not answer (%v); still asking\n", node, err)
+				silent = true
+			}
+		default:
+			if silent {
+				fmt.Fprintf(errOut, "etcdbox: %s answers again\n", node)
+				silent = false
+			}
+			if boot != "" && page.Boot != boot && newest == 0 {
+				// Another boot numbers its lines from 1 again: all
+				// it holds follows.
+				fmt.Fprintf(errOut, "etcdbox: %s booted again; its new log follows\n", node)
+				boot, last = page.Boot, 0
+				continue
+			}
+			if page.Dropped > 0 {
+				fmt.Fprintf(errOut, "etcdbox: %d lines of %s were missed: the node logged faster than it keeps\n", page.Dropped, node)
+			}
+			if err := printLines(out, page.Lines); err != nil {
+				return err
+			}
+			last, newest, boot = page.Last, 0, page.Boot
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 func newRebootCmd() *cobra.Command {

@@ -42,6 +42,19 @@ func serveStatusNode(t *testing.T, adminDir string, st nodeapi.Status) int {
 // adminDir and returns the port.
 func serveNode(t *testing.T, adminDir, name string, node server.Node) int {
 	t.Helper()
+	_, addr := serveAt(t, adminDir, name, "127.0.0.1:0", node)
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return p
+}
+
+// serveAt serves node's API as name on addr ("127.0.0.1:0" for any
+// port) with a certificate from the CA in adminDir, and returns the
+// server and the address it listens on.
+func serveAt(t *testing.T, adminDir, name, addr string, node server.Node) (*server.Server, string) {
+	t.Helper()
 	ca, err := pki.LoadCAFiles(adminDir)
 	require.NoError(t, err)
 	dns, ips := pki.NodeSANs(name, nil, nil)
@@ -53,11 +66,11 @@ func serveNode(t *testing.T, adminDir, name string, node server.Node) int {
 	}
 	srv, err := server.New(server.Config{PKIDir: nodeDir, Node: node})
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	return l.Addr().(*net.TCPAddr).Port
+	return srv, l.Addr().String()
 }
 
 // downPort returns a loopback port nothing listens on.

@@ -15,6 +15,7 @@ type Ring struct {
 	lines []string // circular; len(lines) == capacity
 	next  int      // index of the slot to write next
 	full  bool     // every slot holds a line
+	total uint64   // lines pushed since the start: the last one's sequence number
 	split Splitter // the current line, not yet ended by '\n'
 }
 
@@ -36,6 +37,7 @@ func (r *Ring) Write(p []byte) (int, error) {
 }
 
 func (r *Ring) push(line string) {
+	r.total++
 	r.lines[r.next] = line
 	r.next++
 	if r.next == len(r.lines) {
@@ -61,4 +63,45 @@ func (r *Ring) Lines() []string {
 		out = append(out, string(p))
 	}
 	return out
+}
+
+// Seq is the sequence number of the last complete line: lines are
+// numbered from 1 as they end. A follower reads Since(Seq()) next.
+func (r *Ring) Seq() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// Since returns the complete lines after sequence number seq, oldest
+// first, at most max of them (the oldest), the sequence number of the
+// last one returned (seq when there is none), and how many lines after
+// seq the ring no longer holds. A seq past the last line means the ring
+// started again (the node rebooted): everything it holds follows.
+func (r *Ring) Since(seq uint64, max int) (lines []string, last, dropped uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := uint64(r.next)
+	if r.full {
+		held = uint64(len(r.lines))
+	}
+	first := r.total - held + 1 // the oldest held line's number
+	if seq > r.total {
+		seq = first - 1
+	}
+	if seq+1 < first {
+		dropped = first - (seq + 1)
+		seq = first - 1
+	}
+	n := r.total - seq
+	if max > 0 && n > uint64(max) {
+		n = uint64(max)
+	}
+	lines = make([]string, 0, n)
+	for i := seq + 1; i <= seq+n; i++ {
+		// Line i sits held-(total-i) slots back from next.
+		idx := (r.next - int(r.total-i) - 1 + 2*len(r.lines)) % len(r.lines)
+		lines = append(lines, r.lines[idx])
+	}
+	return lines, seq + n, dropped
 }

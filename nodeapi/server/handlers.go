@@ -43,7 +43,7 @@ type endpoint struct {
 // method with a plain-text 405; the API answers every error in JSON.
 var routes = map[string][]endpoint{
 	nodeapi.PathStatus:   {{method: http.MethodGet, serve: (*Server).status}},
-	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines"}, serve: (*Server).logs}},
+	nodeapi.PathLogs:     {{method: http.MethodGet, query: []string{"lines", "after"}, serve: (*Server).logs}},
 	nodeapi.PathReboot:   {{method: http.MethodPost, admin: true, serve: (*Server).reboot}},
 	nodeapi.PathSnapshot: {{method: http.MethodPost, admin: true, serve: (*Server).snapshot}},
 	// A snapshot holds every key of the cluster: only the admin reads one.
@@ -148,8 +148,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
 	n := nodeapi.DefaultLogLines
-	if v := r.URL.Query()["lines"]; len(v) > 0 {
+	if v := q["lines"]; len(v) > 0 {
 		var err error
 		n, err = strconv.Atoi(v[0])
 		if err != nil || n < 1 || len(v) > 1 {
@@ -157,16 +158,38 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		}
 		n = min(n, nodeapi.MaxLogLines)
 	}
-	lines := s.cfg.Node.Logs(n)
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	h := w.Header()
+	var lines []string
+	if v := q["after"]; len(v) > 0 {
+		after, err := strconv.ParseUint(v[0], 10, 64)
+		if err != nil || len(v) > 1 {
+			return errorf(http.StatusBadRequest, "after: want one line number (0 or more), got %q", strings.Join(v, ","))
+		}
+		// Complete lines after the number: the newest n with ?lines=
+		// (the start of a follow), else the oldest MaxLogLines.
+		var last, dropped uint64
+		lines, last, dropped = s.cfg.Node.LogsSince(after)
+		switch {
+		case q.Has("lines") && len(lines) > n:
+			lines = lines[len(lines)-n:]
+		case len(lines) > nodeapi.MaxLogLines:
+			last -= uint64(len(lines) - nodeapi.MaxLogLines)
+			lines = lines[:nodeapi.MaxLogLines]
+		}
+		h.Set(nodeapi.HeaderLogLast, strconv.FormatUint(last, 10))
+		h.Set(nodeapi.HeaderLogDropped, strconv.FormatUint(dropped, 10))
+		h.Set(nodeapi.HeaderLogBoot, s.logID)
+	} else {
+		lines = s.cfg.Node.Logs(n)
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
 	}
 	var b strings.Builder
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -31,6 +31,7 @@ type fakeNode struct {
 	status    nodeapi.Status
 	statusErr error
 	logs      []string
+	dropLines uint64
 	rebootErr error
 	stageErr  error
 	reboots   int
@@ -186,6 +187,23 @@ func (f *fakeNode) Logs(int) []string {
 	defer f.mu.Unlock()
 	f.calls++
 	return f.logs
+}
+
+// LogsSince numbers f.logs from 1; the first dropLines of them count as
+// no longer held.
+func (f *fakeNode) LogsSince(seq uint64) ([]string, uint64, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	total := uint64(len(f.logs))
+	if seq > total {
+		seq = 0
+	}
+	var dropped uint64
+	if seq < f.dropLines {
+		dropped, seq = f.dropLines-seq, f.dropLines
+	}
+	return append([]string(nil), f.logs[seq:]...), total, dropped
 }
 
 func (f *fakeNode) Reboot() error {

@@ -29,6 +29,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -78,6 +79,12 @@ type Node interface {
 	// Logs returns up to the last n lines of the init's log and etcd's,
 	// oldest first, without newlines. The server cuts longer answers.
 	Logs(n int) []string
+	// LogsSince returns the complete lines after sequence number seq
+	// (lines are numbered from 1 as they end; a seq from before the node
+	// restarted gives every line it holds), the number of the last one
+	// (seq when there is none), and how many after seq it no longer
+	// holds. It is what `etcdbox logs -f` polls.
+	LogsSince(seq uint64) (lines []string, last, dropped uint64)
 	// Reboot starts an orderly reboot and returns without waiting for it:
 	// the answer is written after Reboot returns, and the shutdown should
 	// call Server.Shutdown, which waits for that answer to be sent.
@@ -168,6 +175,10 @@ type Config struct {
 type Server struct {
 	cfg Config
 	hs  *http.Server
+	// logID names this server's lifetime, which is the init's: a
+	// follower of the log that sees another one knows the node
+	// restarted and its line numbers started again.
+	logID string
 }
 
 // Timeouts and limits of the server.
@@ -188,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, logID: rand.Text()}
 	if _, err := s.loadTLS(); err != nil {
 		return nil, fmt.Errorf("node API: %w", err)
 	}

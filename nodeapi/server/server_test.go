@@ -121,6 +121,29 @@ func TestClientAgainstServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, node.logs, lines)
 
+	// Following: the newest lines with the number to follow from, then
+	// what came after it.
+	page, err := c.LogsAfter(ctx, 0, 3)
+	require.NoError(t, err)
+	boot := page.Boot
+	assert.NotEmpty(t, boot, "the boot's ID")
+	assert.Equal(t, nodeapi.LogPage{Lines: []string{"two", "three", "four"}, Last: 4, Boot: boot}, page)
+	node.mu.Lock()
+	node.logs = append(node.logs, "five", "six")
+	node.mu.Unlock()
+	page, err = c.LogsAfter(ctx, page.Last, 0)
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.LogPage{Lines: []string{"five", "six"}, Last: 6, Boot: boot}, page)
+	page, err = c.LogsAfter(ctx, page.Last, 0)
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.LogPage{Last: 6, Boot: boot}, page, "nothing new")
+	node.mu.Lock()
+	node.dropLines = 5
+	node.mu.Unlock()
+	page, err = c.LogsAfter(ctx, 2, 0)
+	require.NoError(t, err)
+	assert.Equal(t, nodeapi.LogPage{Lines: []string{"six"}, Last: 6, Dropped: 3, Boot: boot}, page, "lines 3 to 5 are gone")
+
 	require.NoError(t, c.StageUpgrade(ctx, goodRef))
 	assert.Equal(t, []string{goodRef}, node.staged)
 	prog, err := c.Upgrade(ctx)
@@ -265,6 +288,8 @@ func TestBadRequests(t *testing.T) {
 		{"lines not a number", "GET", "/v1/logs?lines=abc", "", ``, 400, `lines: want one positive integer, got "abc"`},
 		{"lines zero", "GET", "/v1/logs?lines=0", "", ``, 400, `lines: want one positive integer, got "0"`},
 		{"lines twice", "GET", "/v1/logs?lines=1&lines=2", "", ``, 400, `lines: want one positive integer, got "1,2"`},
+		{"after negative", "GET", "/v1/logs?after=-1", "", ``, 400, `after: want one line number (0 or more), got "-1"`},
+		{"after twice", "GET", "/v1/logs?after=1&after=2", "", ``, 400, `after: want one line number (0 or more), got "1,2"`},
 		{"unknown query parameter", "GET", "/v1/status?verbose=1", "", ``, 400, `unknown query parameter "verbose"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
