@@ -51,48 +51,7 @@ Inputs default to the cache hack/deps.sh fills ($ETCDBOX_CACHE/sysroot or
 init default to the files next to the etcdbox binary. SOURCE_DATE_EPOCH
 sets every time stamp; equal inputs give byte-identical images.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.config(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			res, err := buildTo(cmd.Context(), cfg, f.force, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			if errors.Is(err, image.ErrSizeTooSmall) {
-				return fmt.Errorf("--size %s: %w", f.size, err)
-			}
-			if err != nil {
-				return err
-			}
-			// With -o -, standard output is the image: the report goes
-			// to standard error.
-			out := cmd.OutOrStdout()
-			if cfg.Output == "-" {
-				out = cmd.ErrOrStderr()
-			}
-			if cfg.Output != "" && cfg.Output != "-" {
-				fmt.Fprintf(out, "wrote %s (%s)\n", cfg.Output, cfg.Format)
-			}
-			if res.Digest != "" {
-				fmt.Fprintf(out, "digest %s\n", res.Digest)
-			}
-			if cfg.Push != "" {
-				fmt.Fprintf(out, "pushed %s\n", cfg.Push)
-			}
-			if f.sign != "" {
-				r, err := name.ParseReference(cfg.Push)
-				if err != nil {
-					return err
-				}
-				d, err := signImage(cmd.Context(), r.Context().Digest(res.Digest).String(), f.sign, false)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "signed %s (signature at %s)\n", d, imagesig.Tag(d))
-			}
-			fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules\n",
-				res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules))
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "image file, OCI layout directory / .tar, - for standard output, or a block device to flash")
@@ -113,6 +72,51 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	_ = fl.MarkDeprecated("version", "use --image-version")
 	fl.StringVar(&f.toolsRoot, "tools-root", "/", "root to take e2fsprogs and their libraries from")
 	return cmd
+}
+
+// run builds the image the flags describe, and pushes and signs it when
+// asked.
+func (f buildFlags) run(cmd *cobra.Command) error {
+	cfg, err := f.config(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	res, err := buildTo(cmd.Context(), cfg, f.force, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if errors.Is(err, image.ErrSizeTooSmall) {
+		return fmt.Errorf("--size %s: %w", f.size, err)
+	}
+	if err != nil {
+		return err
+	}
+	// With -o -, standard output is the image: the report goes
+	// to standard error.
+	out := cmd.OutOrStdout()
+	if cfg.Output == "-" {
+		out = cmd.ErrOrStderr()
+	}
+	if cfg.Output != "" && cfg.Output != "-" {
+		fmt.Fprintf(out, "wrote %s (%s)\n", cfg.Output, cfg.Format)
+	}
+	if res.Digest != "" {
+		fmt.Fprintf(out, "digest %s\n", res.Digest)
+	}
+	if cfg.Push != "" {
+		fmt.Fprintf(out, "pushed %s\n", cfg.Push)
+	}
+	if f.sign != "" {
+		r, err := name.ParseReference(cfg.Push)
+		if err != nil {
+			return err
+		}
+		d, err := signImage(cmd.Context(), r.Context().Digest(res.Digest).String(), f.sign, false)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "signed %s (signature at %s)\n", d, imagesig.Tag(d))
+	}
+	fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules\n",
+		res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules))
+	return nil
 }
 
 // config turns the flags into an image.Config, filling in defaults; it
