@@ -114,25 +114,8 @@ func (cfg Config) check(output bool) (Config, error) {
 	if n := len(bootOptions(cfg.Cmdline)); n > MaxCmdline {
 		return cfg, fmt.Errorf("cmdline: the kernel command line would be %d bytes, over x86's %d (the kernel cuts the rest off, and a seed on it would not parse); gzip the seed (etcdbox seed -o seed.cmdline), or put it on a seed volume or in the image (--seed)", n, MaxCmdline)
 	}
-	for _, in := range []struct{ what, path string }{
-		{"kernel", cfg.Kernel}, {"modules", cfg.Modules}, {"etcd", cfg.Etcd}, {"init", cfg.Init}, {"seed", cfg.Seed},
-	} {
-		if in.what == "seed" && in.path == "" {
-			continue
-		}
-		if in.path == "" {
-			return cfg, fmt.Errorf("%s: no path given", in.what)
-		}
-		if _, err := os.Stat(in.path); err != nil {
-			return cfg, fmt.Errorf("%s %s: %w", in.what, in.path, err)
-		}
-	}
-	kver, err := kernelVersion(cfg.Kernel)
-	if err != nil {
-		return cfg, fmt.Errorf("kernel %s: %w", cfg.Kernel, err)
-	}
-	if base := filepath.Base(cfg.Modules); base != kver {
-		return cfg, fmt.Errorf("modules %s are for %s, but kernel %s is %s", cfg.Modules, base, cfg.Kernel, kver)
+	if err := cfg.checkInputs(); err != nil {
+		return cfg, err
 	}
 	if !output {
 		return cfg, nil
@@ -172,6 +155,32 @@ func (cfg Config) check(output bool) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// checkInputs reports an input file that is missing, and modules that
+// are not the kernel's.
+func (cfg Config) checkInputs() error {
+	for _, in := range []struct{ what, path string }{
+		{"kernel", cfg.Kernel}, {"modules", cfg.Modules}, {"etcd", cfg.Etcd}, {"init", cfg.Init}, {"seed", cfg.Seed},
+	} {
+		if in.what == "seed" && in.path == "" {
+			continue
+		}
+		if in.path == "" {
+			return fmt.Errorf("%s: no path given", in.what)
+		}
+		if _, err := os.Stat(in.path); err != nil {
+			return fmt.Errorf("%s %s: %w", in.what, in.path, err)
+		}
+	}
+	kver, err := kernelVersion(cfg.Kernel)
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", cfg.Kernel, err)
+	}
+	if base := filepath.Base(cfg.Modules); base != kver {
+		return fmt.Errorf("modules %s are for %s, but kernel %s is %s", cfg.Modules, base, cfg.Kernel, kver)
+	}
+	return nil
 }
 
 // Build writes a bootable image of cfg in cfg.Format. Output appears only
