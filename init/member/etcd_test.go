@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +72,10 @@ type node struct {
 	log        *testenv.Buffer
 	watch      *RemovedWatch
 	clients    []*clientv3.Client // connected to this node; closed by stop
+	// formed is set when n started a new cluster: waitReady then also
+	// waits for the cluster version, without which a member that joins
+	// exits at once ("incompatible with current running cluster").
+	formed bool
 }
 
 func (c *testCluster) node(name string) *node {
@@ -163,7 +169,7 @@ func (n *node) startE(initial, state string) error {
 		return fmt.Errorf("start etcd %s: %w", n.name, err)
 	}
 	n.mu.Lock()
-	n.proc, n.log, n.watch = proc, log, watch
+	n.proc, n.log, n.watch, n.formed = proc, log, watch, state == "new"
 	n.mu.Unlock()
 	return nil
 }
@@ -294,7 +300,7 @@ func (n *node) waitReadyE(ctx context.Context) error {
 	}
 	defer cli.Close()
 	n.mu.Lock()
-	p := n.proc
+	p, formed := n.proc, n.formed
 	n.mu.Unlock()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -313,6 +319,9 @@ func (n *node) waitReadyE(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := cli.Get(rctx, "ready", clientv3.WithSerializable())
 		cancel()
+		if err == nil && formed {
+			err = n.clusterVersionDecided(ctx)
+		}
 		if err == nil {
 			return nil
 		}
@@ -324,6 +333,34 @@ func (n *node) waitReadyE(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// clusterVersionDecided asks n's /version whether the cluster's version
+// is decided yet (etcd publishes it through raft after the first leader).
+func (n *node) clusterVersionDecided(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, n.ClientURL()+"/version", nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return fmt.Errorf("GET /version: %w", err)
+	}
+	if v.Cluster == "" || v.Cluster == "not_decided" {
+		return fmt.Errorf("etcd %s: cluster version %q", n.name, v.Cluster)
+	}
+	return nil
 }
 
 // status is n's own Status.
