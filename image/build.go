@@ -121,9 +121,13 @@ func (cfg Config) check(output bool) (Config, error) {
 		return cfg, nil
 	}
 	switch cfg.Format {
-	case FormatRaw:
+	case FormatRaw, FormatQCOW2, FormatVHD, FormatGCE, FormatVMDK:
 		if cfg.Push != "" {
 			return cfg, fmt.Errorf("push %s: only the oci format can be pushed", cfg.Push)
+		}
+		// Azure takes VHDs of whole MiB, GCE disks of whole GiB.
+		if u := cfg.Format.sizeUnit(); cfg.Size%u != 0 {
+			cfg.Size += u - cfg.Size%u
 		}
 		if cfg.Bootloader == "" {
 			return cfg, errors.New("bootloader: no path given")
@@ -142,7 +146,7 @@ func (cfg Config) check(output bool) (Config, error) {
 			}
 		}
 	default:
-		return cfg, fmt.Errorf("unknown format %q (want %q or %q)", cfg.Format, FormatRaw, FormatOCI)
+		return cfg, fmt.Errorf("unknown format %q (want one of %s)", cfg.Format, FormatNames())
 	}
 	if cfg.Output == "" && cfg.Push == "" {
 		return cfg, errors.New("output: no path given")
@@ -205,6 +209,8 @@ func Build(ctx context.Context, cfg Config) (*Result, error) {
 		err = writeRaw(ctx, cfg, initrd.Bytes())
 	case FormatOCI:
 		res.Digest, err = writeOCI(ctx, cfg, t, initrd.Bytes())
+	default:
+		err = writeConverted(ctx, cfg, initrd.Bytes())
 	}
 	if err != nil {
 		return nil, err

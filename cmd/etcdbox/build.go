@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,13 @@ func newBuildCommand() *cobra.Command {
 GPT disk (--format raw, the default) or an OCI image (--format oci: a
 tarball when -o ends in .tar, else an OCI image layout directory).
 
+The same disk also comes in the forms clouds and hypervisors import:
+qcow2 (QEMU, libvirt, OpenStack), vhd (fixed, whole MiB, for Azure), gce
+(disk.raw in a .tar.gz, whole GiB) and vmdk (stream-optimized, for
+vSphere and OVA). qcow2 and vmdk are written with the host's qemu-img.
+The image boots only through UEFI: register it as such (README "Cloud
+images").
+
 -o - writes the image to standard output (OCI as a tarball). -o DEVICE
 flashes a raw disk onto a block device in place (as root), as dd would,
 but safely: the device must not be mounted or otherwise in use, must be
@@ -56,14 +64,14 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "image file, OCI layout directory / .tar, - for standard output, or a block device to flash")
 	fl.BoolVar(&f.force, "force", false, "with -o DEVICE: overwrite a device that is not blank")
-	fl.StringVar(&f.format, "format", string(image.FormatRaw), "output format: raw or oci")
+	fl.StringVar(&f.format, "format", string(image.FormatRaw), "output format: "+image.FormatNames())
 	fl.StringVar(&f.kernel, "kernel", "", "kernel bzImage (default: newest cached or host /boot/vmlinuz-*)")
 	fl.StringVar(&f.modules, "modules", "", "module directory /lib/modules/<release> (default: the kernel's)")
 	fl.StringVar(&f.etcd, "etcd", "", "static etcd server binary (default: etcd next to etcdbox)")
 	fl.StringVar(&f.init, "init", "", "static etcdbox init binary (default: init next to etcdbox)")
 	fl.StringVar(&f.bootloader, "bootloader", "", "systemd-boot EFI binary (default: cached or host systemd-bootx64.efi)")
 	fl.StringVar(&f.cmdline, "cmdline", "", "extra kernel command-line arguments")
-	fl.StringVar(&f.size, "size", "1G", "raw disk size (bytes, or with K, M, G suffix)")
+	fl.StringVar(&f.size, "size", "1G", "disk size (bytes, or with K, M, G suffix; rounded up to whole MiB for vhd, GiB for gce)")
 	fl.StringVar(&f.seed, "seed", "", "seed YAML to bake into the image")
 	fl.StringVar(&f.push, "push", "", "push the OCI image to this reference")
 	fl.StringVar(&f.sign, "sign", "", "sign the pushed image with this private key (PEM; see etcdbox sign)")
@@ -124,6 +132,9 @@ func (f buildFlags) run(cmd *cobra.Command) error {
 func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	if f.sign != "" && f.push == "" {
 		return image.Config{}, usageError{errors.New("--sign signs the pushed image: it needs --push")}
+	}
+	if !slices.Contains(image.Formats, image.Format(f.format)) {
+		return image.Config{}, usageError{fmt.Errorf("--format %q: unknown; want one of %s", f.format, image.FormatNames())}
 	}
 	size, err := parseSize(f.size)
 	if err != nil {
