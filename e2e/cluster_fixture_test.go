@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,22 +33,26 @@ const clusterDeadline = 5 * time.Minute
 // image with the test-hook init and no seed: every node of a cluster boots
 // it, and gets its seed (no node name) from the cluster's cidata volume
 // and its name from DHCP.
-func clusterImage(t *testing.T) string {
+func clusterImage(t *testing.T) string { return clusterImageAs(t, image.FormatRaw, "etcdbox.img") }
+
+// clusterImageAs builds the cluster's image in another format (TestCluster
+// adds nodes from the qcow2 and VMDK forms), into a fresh directory.
+func clusterImageAs(t *testing.T, format image.Format, name string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("QEMU tier: runs in make test, not in go test -short")
 	}
-	img := filepath.Join(t.TempDir(), "etcdbox.img")
+	img := filepath.Join(t.TempDir(), name)
 	vmlinuz, modules := testenv.Kernel(t)
 	start := time.Now()
 	_, err := image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules,
 		Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init-testhooks"),
 		Bootloader: testenv.Bootloader(t),
-		Output:     img, Version: "e2e-cluster",
+		Format:     format, Output: img, Version: "e2e-cluster",
 	})
 	require.NoError(t, err)
-	t.Logf("built the cluster image in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("built the cluster image (%s) in %s", format, time.Since(start).Round(time.Millisecond))
 	return img
 }
 
@@ -276,4 +281,16 @@ func resolve(t *testing.T, c *cluster.Cluster, node, name string) resolveResult 
 	r := resolveResult{status: resp.StatusCode, body: strings.TrimSpace(string(b)), wall: time.Since(start)}
 	r.elapsed, _ = time.ParseDuration(resp.Header.Get("X-Elapsed"))
 	return r
+}
+
+// backingFormat is the format of the image node n's disk is an overlay
+// of, as qemu-img reads it (-U: the VM holds the disk).
+func backingFormat(t *testing.T, n cluster.Node) string {
+	t.Helper()
+	out := hostRun(t, "qemu-img", "info", "-U", "--output=json", filepath.Join(n.Dir, "disk.qcow2"))
+	var info struct {
+		BackingFormat string `json:"backing-filename-format"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &info), "qemu-img info: %s", out)
+	return info.BackingFormat
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
@@ -89,19 +90,36 @@ func TestCluster(t *testing.T) {
 			require.NoError(t, err)
 			marks[name] = vm.Mark()
 		}
+		// n4 boots the qcow2 form of the image and n5 its VMDK form
+		// (build --format): each boots and joins like the raw one.
+		forms := []struct{ node, format string }{{"n4", "qcow2"}, {"n5", "vmdk"}}
+		imgs := map[string]string{}
+		for _, f := range forms {
+			imgs[f.node] = clusterImageAs(t, image.Format(f.format), "etcdbox."+f.format)
+		}
+		// An operator follows n1's log across the scale-out.
+		follow := followLogs(t, c, "n1")
 		// Under the writer, on the three first nodes' endpoints.
 		w := startWriter(t, c)
-		for _, want := range []string{"n4", "n5"} {
+		for _, f := range forms {
+			want := f.node
 			actx, cancel := context.WithTimeout(ctx, clusterDeadline)
-			j, err := c.Add(actx)
+			j, err := c.AddImage(actx, imgs[want])
 			cancel()
-			require.NoError(t, err, "add %s", want)
+			require.NoError(t, err, "add %s from the %s image", want, f.format)
+			assert.Equal(t, f.format, backingFormat(t, j.Node), "the disk of %s is not made from the %s image", want, f.format)
 			assert.Equal(t, want, j.Node.Name)
 			assert.True(t, j.AsLearner, "%s was never seen as a learner", want)
 			t.Logf("add %s: a learner after %s, a voter after %s", j.Node.Name, j.Learner.Round(time.Second), j.Voter.Round(time.Second))
 		}
 		res := stopWriter(t, w)
 		t.Logf("writer across the scale-out to five: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+		// etcd on n1 logged each member it added, and logs -f printed it
+		// as it came.
+		for _, f := range forms {
+			follow.waitFor(t, `"added-peer-peer-urls":["https://`+f.node+".")
+		}
+		follow.stop(t)
 		all := []string{"n1", "n2", "n3", "n4", "n5"}
 		checkOneCluster(ctx, t, c, all)
 		for _, name := range old {

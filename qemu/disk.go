@@ -37,6 +37,17 @@ func prepareDisk(ctx context.Context, c Config) (disk, error) {
 		if err := os.Rename(filepath.Join(c.Dir, tmp), filepath.Join(c.Dir, d.file)); err != nil {
 			return disk{}, err
 		}
+	case format == "vmdk":
+		// A stream-optimized VMDK is written front to back only; the
+		// VM's disk is a qcow2 of its content.
+		d = disk{"disk.qcow2", "qcow2"}
+		tmp := d.file + ".tmp"
+		if _, err := qemuImg(ctx, c.Dir, "convert", "-q", "-f", "vmdk", "-O", "qcow2", c.Image, tmp); err != nil {
+			return disk{}, fmt.Errorf("convert %s: %w", c.Image, err)
+		}
+		if err := os.Rename(filepath.Join(c.Dir, tmp), filepath.Join(c.Dir, d.file)); err != nil {
+			return disk{}, err
+		}
 	default:
 		d = disk{"disk." + format, format}
 		if err := CopySparse(filepath.Join(c.Dir, d.file), c.Image); err != nil {
@@ -67,7 +78,7 @@ func RemoveDisk(dir string) (bool, error) {
 	return removed, nil
 }
 
-// imageFormat tells qcow2 (by its magic) from raw.
+// imageFormat tells qcow2 and VMDK (by their magic) from raw.
 func imageFormat(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -80,6 +91,9 @@ func imageFormat(path string) (string, error) {
 	}
 	if bytes.Equal(magic, []byte("QFI\xfb")) {
 		return "qcow2", nil
+	}
+	if bytes.Equal(magic, []byte("KDMV")) {
+		return "vmdk", nil
 	}
 	return "raw", nil
 }

@@ -34,7 +34,13 @@ type Joined struct {
 // volume. Add returns once the node is a voting member that serves
 // linearizable reads, and every other node still serves. Every node must
 // be running.
-func (c *Cluster) Add(ctx context.Context) (Joined, error) {
+func (c *Cluster) Add(ctx context.Context) (Joined, error) { return c.AddImage(ctx, "") }
+
+// AddImage is Add with the new node's disk made from img (raw, qcow2 or
+// VMDK, told apart by content) instead of the cluster's image; "" is the
+// cluster's. img is pinned in the node's directory, as up pins the
+// cluster's.
+func (c *Cluster) AddImage(ctx context.Context, img string) (Joined, error) {
 	unlockDir, err := lockDir(c.cfg.Dir)
 	if err != nil {
 		return Joined{}, err
@@ -74,6 +80,11 @@ func (c *Cluster) Add(ctx context.Context) (Joined, error) {
 		}
 	}
 	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: ip}
+	if img != "" {
+		if n.Image, err = pinNodeImage(img, n.Dir); err != nil {
+			return Joined{}, fmt.Errorf("add %s: %w", n.Name, err)
+		}
+	}
 	if err := c.register(ctx, &n); err != nil {
 		return Joined{}, err
 	}

@@ -146,6 +146,10 @@ type Node struct {
 	APIPort    int `json:"apiPort"`
 	// Ports are the forwards of Config.GuestPorts: guest port to host port.
 	Ports map[int]int `json:"ports,omitempty"`
+	// Image, when set, is the image this node's disk is made from instead
+	// of the cluster's (AddImage: another form of the image, a qcow2 or
+	// a VMDK), pinned in the node's directory.
+	Image string `json:"image,omitempty"`
 }
 
 // Endpoint is the node's etcd client URL on the host.

@@ -44,3 +44,16 @@ func pinImage(src, dir string) (string, error) {
 	}
 	return dst, nil
 }
+
+// pinNodeImage pins img for one node: in its directory, which it
+// creates.
+func pinNodeImage(img, dir string) (string, error) {
+	abs, err := filepath.Abs(img)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return pinImage(abs, dir)
+}

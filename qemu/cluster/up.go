@@ -192,7 +192,7 @@ func resumable(st State, cfg Config, nodes int) error {
 // cluster's switch, the seed volume as a second disk.
 func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
 	return qemu.Config{
-		Name: n.Name, Dir: n.Dir, Image: c.cfg.Image, Overlay: true,
+		Name: n.Name, Dir: n.Dir, Image: or(n.Image, c.cfg.Image), Overlay: true,
 		OVMFCode: c.cfg.OVMFCode, OVMFVars: c.cfg.OVMFVars,
 		MemoryMiB: c.st.MemoryMiB, CPUs: c.st.CPUs, Accel: c.cfg.Accel,
 		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
