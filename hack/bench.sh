@@ -4,6 +4,7 @@
 # section compares variants side by side in one run and reports ratios.
 # Needs `make deps build`. Knobs (environment):
 #   BENCH_RUNS   builds timed by the build section (default 5)
+#   BENCH_FORMATS formats built beside raw in each round (default qcow2,vhd,gce,vmdk,oci)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
 #   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
 #   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify backup)

@@ -11,9 +11,10 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/etcdbox-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 img=$out/etcdbox.img
 
-echo "== etcdbox build (raw)"
+echo "== etcdbox build (raw, and each other format in the same rounds)"
 GOFLAGS=-buildvcs=false go run ./image/internal/benchbuild \
-	-n "${BENCH_RUNS:-5}" -o "$img" -sysroot "$sysroot" -etcd bin/etcd -init bin/init
+	-n "${BENCH_RUNS:-5}" -o "$img" -sysroot "$sysroot" -etcd bin/etcd -init bin/init \
+	-formats "${BENCH_FORMATS-qcow2,vhd,gce,vmdk,oci}"
 apparent=$(stat -c %s "$img")
 allocated=$(du -B1 "$img" | cut -f1)
 printf 'raw image apparent:  %d bytes (%d MiB)\n' "$apparent" $((apparent >> 20))

@@ -1,6 +1,8 @@
 // Command benchbuild times image.Build from prebuilt inputs and prints the
 // figures hack/bench_build.sh reports: the median build time of -n raw
-// builds and the initrd size, compressed and uncompressed. It leaves the
+// builds and the initrd size, compressed and uncompressed; with -formats,
+// each other format's median time as a ratio to raw's (built in the same
+// rounds) and its size. It leaves the
 // last image at -o for the script to measure on disk. Nothing is
 // asserted; the figures are for people.
 //
@@ -16,6 +18,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/etcdbox/etcdbox/image"
@@ -37,6 +41,7 @@ func run(ctx context.Context) error {
 		sysroot = flag.String("sysroot", ".cache/sysroot", "root holding the kernel, modules and systemd-boot")
 		etcd    = flag.String("etcd", "bin/etcd", "etcd server binary")
 		initBin = flag.String("init", "bin/init", "etcdbox init binary")
+		formats = flag.String("formats", "", "other formats to build beside raw in each round, comma-separated (qcow2,vhd,gce,vmdk,oci)")
 	)
 	flag.Parse()
 	if *n < 1 {
@@ -58,22 +63,91 @@ func run(ctx context.Context) error {
 		Bootloader: image.BootloaderPath(*sysroot), Output: *out,
 		SourceDateEpoch: epoch, Version: "bench",
 	}
-	var times []time.Duration
+	kinds, err := parseFormats(*formats)
+	if err != nil {
+		return err
+	}
+	// Round-robin: each round builds every format once, so that the
+	// machine's noise falls on all of them alike and the ratios hold.
+	times := map[image.Format][]time.Duration{}
+	paths := map[image.Format]string{}
 	var res *image.Result
 	for i := 0; i < *n; i++ {
-		start := time.Now()
-		if res, err = image.Build(ctx, cfg); err != nil {
-			return err
+		for _, f := range kinds {
+			c := cfg
+			c.Format = f
+			if f != image.FormatRaw {
+				c.Output = *out + "." + string(f) + formatExt[f]
+			}
+			paths[f] = c.Output
+			start := time.Now()
+			r, err := image.Build(ctx, c)
+			if err != nil {
+				return fmt.Errorf("build --format %s: %w", f, err)
+			}
+			times[f] = append(times[f], time.Since(start))
+			if f == image.FormatRaw {
+				res = r
+			}
 		}
-		times = append(times, time.Since(start))
 	}
-	slices.Sort(times)
+	raw := median(times[image.FormatRaw])
 	fmt.Printf("build time (raw, median of %d): %.2fs (min %.2fs, max %.2fs)\n",
-		*n, times[len(times)/2].Seconds(), times[0].Seconds(), times[len(times)-1].Seconds())
+		*n, raw.Seconds(), slices.Min(times[image.FormatRaw]).Seconds(), slices.Max(times[image.FormatRaw]).Seconds())
+	if len(kinds) > 1 {
+		fmt.Printf("%-6s %10s %8s %14s %14s\n", "format", "median", "vs raw", "size", "allocated")
+		for _, f := range kinds {
+			size, alloc := fileSizes(paths[f])
+			m := median(times[f])
+			fmt.Printf("%-6s %9.2fs %7.2fx %10.1f MiB %10.1f MiB\n", f, m.Seconds(), m.Seconds()/raw.Seconds(), mib(size), mib(alloc))
+		}
+		for _, f := range kinds {
+			if f != image.FormatRaw {
+				os.RemoveAll(paths[f])
+			}
+		}
+	}
 	fmt.Printf("initrd compressed:   %d bytes (%.1f MiB)\n", res.Initrd.Size, mib(res.Initrd.Size))
 	fmt.Printf("initrd uncompressed: %d bytes (%.1f MiB)\n", res.Initrd.Uncompressed, mib(res.Initrd.Uncompressed))
 	fmt.Printf("kernel modules:      %d\n", len(res.Initrd.Modules))
 	return nil
+}
+
+// formatExt is the file name ending each format's output gets.
+var formatExt = map[image.Format]string{image.FormatOCI: ".tar", image.FormatGCE: ".tar.gz"}
+
+// parseFormats reads -formats: raw always comes first, as the reference.
+func parseFormats(list string) ([]image.Format, error) {
+	kinds := []image.Format{image.FormatRaw}
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" || f == string(image.FormatRaw) {
+			continue
+		}
+		if !slices.Contains(image.Formats, image.Format(f)) {
+			return nil, fmt.Errorf("-formats: %q is not one of %s", f, image.FormatNames())
+		}
+		kinds = append(kinds, image.Format(f))
+	}
+	return kinds, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// fileSizes is a file's apparent size and the bytes it allocates.
+func fileSizes(path string) (size, alloc int64) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		alloc = st.Blocks * 512
+	}
+	return fi.Size(), alloc
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
