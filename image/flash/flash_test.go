@@ -12,7 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -110,6 +113,57 @@ func TestRefusesMountedDevice(t *testing.T) {
 	err = Check(dev, 4<<20, Options{})
 	require.ErrorIs(t, err, ErrNotBlank)
 	assert.Contains(t, err.Error(), "it holds an ext2/3/4 filesystem")
+}
+
+// TestRefusesMountedPartition: a device none of whose own bytes are
+// mounted, but whose partition is (losetup -P, as a USB stick with a
+// mounted filesystem shows up), is refused naming the partition, and the
+// partition keeps its filesystem.
+func TestRefusesMountedPartition(t *testing.T) {
+	backing := scratch(t, 48<<20, false)
+	d, err := diskfs.Open(backing)
+	require.NoError(t, err)
+	require.NoError(t, d.Partition(&gpt.Table{
+		LogicalSectorSize: 512, PhysicalSectorSize: 512, ProtectiveMBR: true,
+		Partitions: []*gpt.Partition{{Index: 1, Start: 2048, End: 2048 + 32768 - 1, Type: gpt.LinuxFilesystem, Name: "data"}},
+	}))
+	require.NoError(t, d.Close())
+	dev := testenv.LoopPartitions(t, backing)
+	part := dev + "p1"
+	waitFor(t, part)
+	out, err := exec.Command("mkfs.ext4", "-q", "-F", part).CombinedOutput()
+	require.NoError(t, err, "mkfs.ext4: %s", out)
+	mnt := filepath.Join(t.TempDir(), "stick")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, syscall.Mount(part, mnt, "ext4", 0, ""))
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, 0) })
+	imgPath := filepath.Join(t.TempDir(), "img.raw")
+	require.NoError(t, os.WriteFile(imgPath, make([]byte, 4<<20), 0o600))
+	for _, force := range []bool{false, true} {
+		err = Check(dev, 4<<20, Options{Force: force})
+		require.Error(t, err, "force %v", force)
+		assert.Contains(t, err.Error(), part+" is mounted on "+mnt+"; unmount it first")
+		_, err = Write(context.Background(), imgPath, dev, Options{Force: force})
+		require.Error(t, err, "force %v", force)
+		assert.Contains(t, err.Error(), part+" is mounted on")
+	}
+	require.NoError(t, syscall.Unmount(mnt, 0))
+	out, err = exec.Command("e2fsck", "-fn", part).CombinedOutput()
+	require.NoError(t, err, "the refused flash harmed the partition's filesystem: %s", out)
+}
+
+// waitFor waits for the kernel to create a device node (a partition of
+// a loop device appears just after losetup -P returns).
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s did not appear within 10 s", path)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestRefusesSmallDevice(t *testing.T) {
