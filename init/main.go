@@ -21,8 +21,8 @@
 // A new slot that fails (the gate, or a fatal init error while on
 // probation) is marked bad and the node reboots into the old one.
 //
-// In container mode (not PID 1, or --container) the kernel-facing steps are
-// skipped and the seed comes from a file.
+// In container mode (not PID 1, PID 1 of a container, or --container) the
+// kernel-facing steps are skipped and the seed comes from a file.
 //
 // PID 1 never exits. An error an operator must fix (a bad seed, a DATA
 // partition that e2fsck cannot preen) is printed and the node waits, with
@@ -80,13 +80,30 @@ var (
 	beforeStep     func(n *node, step string)
 )
 
+// inContainer reports whether init runs in a container: it is not PID 1,
+// or it is PID 1 with /proc already mounted. The kernel starts an
+// appliance's /init with nothing mounted (init mounts /proc itself, as
+// the boot's first step); a container runtime mounts /proc before it
+// starts the entrypoint. So `podman run IMAGE`, which runs /init as the
+// container's PID 1, is container mode without --container: the
+// appliance steps (partitioning and formatting disks by label, loading
+// modules, halting) must never run against a host that a privileged
+// container can reach.
+func inContainer() bool {
+	if os.Getpid() != 1 {
+		return true
+	}
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+}
+
 // errWait marks errors an operator must act on: the node reports them and
 // waits instead of rebooting into the same failure.
 var errWait = errors.New("waiting for an operator")
 
 func main() {
 	n := newNode()
-	flag.BoolVar(&n.container, "container", os.Getpid() != 1, "run in container mode (default when not PID 1)")
+	flag.BoolVar(&n.container, "container", inContainer(), "run in container mode (default when not PID 1, or PID 1 of a container)")
 	flag.StringVar(&n.seedFile, "seed", os.Getenv("ETCDBOX_SEED"), "container mode: the seed file")
 	flag.StringVar(&n.root, "data-dir", "/var/lib/etcdbox", "where DATA is mounted (container mode: any directory)")
 	flag.StringVar(&n.etcdBin, "etcd", "/usr/bin/etcd", "the etcd binary")
