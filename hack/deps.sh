@@ -34,6 +34,10 @@ command -v fsck.vfat >/dev/null || [ -x /usr/sbin/fsck.vfat ] || need+=(dosfstoo
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
 command -v zstd >/dev/null || need+=(zstd)
 command -v depmod >/dev/null || [ -x /usr/sbin/depmod ] || need+=(kmod)
+# The container form's test runs the OCI image with podman, on runc: crun
+# refuses the hybrid cgroup layout some of these machines have.
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
 if [ ${#need[@]} -gt 0 ]; then
 	apt_update
 	echo "deps: apt-get install ${need[*]}"
