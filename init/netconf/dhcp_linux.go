@@ -24,7 +24,7 @@ func DHCP(ctx context.Context, link, hostname string) (Plan, *Lease, error) {
 	if hostname != "" {
 		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptHostName(hostname)))
 	}
-	mods = append(mods, dhcpv4.WithRequestedOptions(dhcpv4.OptionDomainName, dhcpv4.OptionDNSDomainSearchList))
+	mods = append(mods, dhcpv4.WithRequestedOptions(dhcpv4.OptionDomainName, dhcpv4.OptionDNSDomainSearchList, dhcpv4.OptionClasslessStaticRoute))
 	lease, err := c.Request(ctx, mods...)
 	if err != nil {
 		return Plan{}, nil, fmt.Errorf("dhcp on %s: %w", link, err)

@@ -10,6 +10,11 @@ import (
 
 // LeasePlan turns a DHCP ACK into a Plan: the address with its mask, a
 // default route through the first router, DNS servers and search domains.
+// Classless static routes (option 121, RFC 3442) come first: clouds use
+// them for the metadata service's /32 (169.254.169.254 through the
+// gateway, or on the link), and, as the RFC says, a server that sends
+// them means them instead of its routers (option 3), which are then
+// ignored.
 func LeasePlan(link string, ack *dhcpv4.DHCPv4) Plan {
 	mask := ack.SubnetMask()
 	if mask == nil {
@@ -22,7 +27,11 @@ func LeasePlan(link string, ack *dhcpv4.DHCPv4) Plan {
 		p.Addrs[0].ValidLft = int(p.Lease)
 		p.Addrs[0].PreferedLft = int(p.Lease)
 	}
-	if rs := ack.Router(); len(rs) > 0 {
+	if cs := ack.ClasslessStaticRoute(); len(cs) > 0 {
+		for _, r := range cs {
+			p.Routes = append(p.Routes, staticRoute(r))
+		}
+	} else if rs := ack.Router(); len(rs) > 0 {
 		p.Routes = append(p.Routes, defaultRoute(rs[0]))
 	}
 	if ds := ack.DomainSearch(); ds != nil {
@@ -35,3 +44,15 @@ func LeasePlan(link string, ack *dhcpv4.DHCPv4) Plan {
 	}
 	return p
 }
+
+// staticRoute is one route of option 121: through its router, or on the
+// link when the router is 0.0.0.0.
+func staticRoute(r *dhcpv4.Route) netlink.Route {
+	if r.Router == nil || r.Router.IsUnspecified() {
+		return netlink.Route{Dst: r.Dest, Scope: scopeLink}
+	}
+	return netlink.Route{Dst: r.Dest, Gw: r.Router}
+}
+
+// scopeLink is RT_SCOPE_LINK, which netlink names on Linux only.
+const scopeLink netlink.Scope = 253

@@ -97,6 +97,30 @@ func TestLeasePlan(t *testing.T) {
 	assert.Equal(t, []string{"10.0.2.15"}, []string{p.IPs()[0].String()})
 }
 
+// TestLeasePlanStaticRoutes: option 121's routes, through a router or on
+// the link, replace the routers of option 3.
+func TestLeasePlanStaticRoutes(t *testing.T) {
+	meta := &net.IPNet{IP: net.IPv4(169, 254, 169, 254).To4(), Mask: net.CIDRMask(32, 32)}
+	link := &net.IPNet{IP: net.IPv4(10, 0, 3, 0).To4(), Mask: net.CIDRMask(24, 32)}
+	ack, err := dhcpv4.New(
+		dhcpv4.WithYourIP(net.IPv4(10, 0, 2, 15)),
+		dhcpv4.WithNetmask(net.CIDRMask(24, 32)),
+		dhcpv4.WithRouter(net.IPv4(10, 0, 2, 2)),
+		dhcpv4.WithOption(dhcpv4.OptClasslessStaticRoute(
+			&dhcpv4.Route{Dest: meta, Router: net.IPv4(10, 0, 2, 1)},
+			&dhcpv4.Route{Dest: link, Router: net.IPv4zero},
+		)),
+	)
+	require.NoError(t, err)
+	p := LeasePlan("eth0", ack)
+	require.Len(t, p.Routes, 2, "the router of option 3 is ignored when option 121 is there")
+	assert.Equal(t, "169.254.169.254/32", p.Routes[0].Dst.String())
+	assert.Equal(t, "10.0.2.1", p.Routes[0].Gw.String())
+	assert.Equal(t, "10.0.3.0/24", p.Routes[1].Dst.String())
+	assert.Nil(t, p.Routes[1].Gw)
+	assert.Equal(t, scopeLink, p.Routes[1].Scope)
+}
+
 func TestHosts(t *testing.T) {
 	got := Hosts("n1", "cluster.internal", []net.IP{net.IPv4(10, 0, 0, 11)})
 	assert.Equal(t, "127.0.0.1\tlocalhost\n::1\tlocalhost\n10.0.0.11\tn1.cluster.internal\tn1\n", got)
