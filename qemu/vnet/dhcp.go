@@ -30,7 +30,10 @@ type dhcpServer struct {
 	leaseTime time.Duration
 	logf      func(string, ...any)
 	// moved is told when a host takes the lease of its Next address.
-	moved                       func(h Host)
+	moved func(h Host)
+	// routes are the classless static routes (option 121) of every
+	// lease; nil for none (ServeMetadata sets them).
+	routes                      atomic.Pointer[[]staticRoute]
 	offers, acks, naks, ignored atomic.Uint64
 }
 
@@ -131,7 +134,8 @@ func (s *dhcpServer) reply(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 
 // lease is an offer or ack for h: address, mask, the gateway as DNS
 // server, the domain as domain name and search list, the host's name.
-// There is no router option: nothing is reachable beyond the subnet.
+// There is no router option: nothing is reachable beyond the subnet; with
+// a metadata service (ServeMetadata), a static route to its /32 alone.
 func (s *dhcpServer) lease(req *dhcpv4.DHCPv4, h Host, ip netip.Addr, typ dhcpv4.MessageType) *dhcpv4.DHCPv4 {
 	domain := s.zone.Load().domain
 	domain = domain[:len(domain)-1]
@@ -154,6 +158,16 @@ func (s *dhcpServer) lease(req *dhcpv4.DHCPv4, h Host, ip netip.Addr, typ dhcpv4
 	if err != nil { // only for a request without transaction state; not reached
 		s.logf("dhcp: reply to %s: %v", req.ClientHWAddr, err)
 		return nil
+	}
+	if rs := s.routes.Load(); rs != nil {
+		var opt []*dhcpv4.Route
+		for _, rt := range *rs {
+			opt = append(opt, &dhcpv4.Route{
+				Dest:   &net.IPNet{IP: rt.dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.dst.Bits(), 32)},
+				Router: rt.via.AsSlice(),
+			})
+		}
+		r.UpdateOption(dhcpv4.OptClasslessStaticRoute(opt...))
 	}
 	return r
 }

@@ -57,6 +57,7 @@ type Network struct {
 	serial              uint32
 	forwards            map[netip.AddrPort]*forward
 	conns               map[net.Conn]struct{}
+	closers             []func() error // servers on the gateway (ServeMetadata)
 	fwdConns, fwdFailed atomic.Uint64
 }
 
@@ -247,6 +248,7 @@ func (n *Network) Close() error {
 	}
 	fwds := n.forwards
 	n.forwards = map[netip.AddrPort]*forward{}
+	closers := n.closers
 	n.mu.Unlock()
 
 	var errs *multierror.Error
@@ -258,6 +260,9 @@ func (n *Network) Close() error {
 	}
 	for _, f := range fwds {
 		f.close()
+	}
+	for _, c := range closers {
+		_ = c()
 	}
 	for _, srv := range []*dns.Server{n.dnsUDP, n.dnsTCP} {
 		if srv != nil {
