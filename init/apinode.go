@@ -75,7 +75,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		Uptime:      time.Since(n.start),
 	}
 	if n.seed != nil {
-		st.Cluster = n.seed.Cluster
+		st.Cluster, st.SeedSource = n.seed.Cluster, n.seedSource
 		st.Backups.Interval = n.seed.Backup.BackupInterval()
 	}
 	var u unix.Utsname

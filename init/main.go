@@ -108,6 +108,7 @@ func main() {
 	flag.StringVar(&n.root, "data-dir", "/var/lib/etcdbox", "where DATA is mounted (container mode: any directory)")
 	flag.StringVar(&n.etcdBin, "etcd", "/usr/bin/etcd", "the etcd binary")
 	flag.StringVar(&n.listenIP, "listen-ip", "0.0.0.0", "the address etcd listens on")
+	flag.StringVar(&n.metadataURL, "metadata-url", "", "the cloud metadata services' base URL (default http://169.254.169.254 as PID 1, none in container mode; off: none)")
 	flag.Parse()
 
 	ctx, cancel := context.WithCancel(context.Background())

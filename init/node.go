@@ -62,6 +62,9 @@ type options struct {
 	root      string // DATA's mount point
 	etcdBin   string
 	listenIP  string
+	// metadataURL is the cloud metadata services' base URL ("": the
+	// link-local default as PID 1, none in container mode; "off": none).
+	metadataURL string
 }
 
 // machine is what the kernel-facing boot steps found and set up.
@@ -81,10 +84,13 @@ type machine struct {
 // self is who the node is in its cluster: its seed (readSeed), its
 // name, domain and addresses (configureNetwork, or containerAddresses).
 type self struct {
-	seed   *seed.Seed
-	name   string
-	domain string
-	ips    []net.IP
+	seed *seed.Seed
+	// seedSource is where the seed came from ("ec2", "nocloud"...;
+	// readSeed), as the node API shows it.
+	seedSource string
+	name       string
+	domain     string
+	ips        []net.IP
 	// peerOnly: the leaves come from a node CA, so etcd lets only peer
 	// leaves on its peer port (issueCertificates).
 	peerOnly bool

@@ -66,6 +66,12 @@ type Status struct {
 	// Name is the node's name, Cluster the seed's cluster name.
 	Name    string `json:"name"`
 	Cluster string `json:"cluster"`
+	// SeedSource is where the node's seed came from: "cmdline",
+	// "nocloud", "openstack-drive", "ec2", "gce", "azure", "openstack"
+	// (the cloud metadata), "image" (baked), "file" (container mode), or
+	// "cache" (state/, when no source had one). Empty from a node that
+	// does not tell.
+	SeedSource string `json:"seedSource,omitempty"`
 	// Version is the image version (version= in /etc/etcdbox/release),
 	// EtcdVersion the etcd server's (etcd= there, or what etcd reports),
 	// Kernel the running kernel's release.

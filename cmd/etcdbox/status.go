@@ -220,6 +220,9 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 	if note, _ := backupNote(results, now); note != "" {
 		notes = append(notes, note)
 	}
+	if note := seedNote(results); note != "" {
+		notes = append(notes, note)
+	}
 	for _, n := range append(notes, alarmNotes(results)...) {
 		fmt.Fprintln(out, n)
 	}
@@ -254,6 +257,36 @@ func nodeNotes(name string, s nodeapi.Status, now time.Time) []string {
 		notes = append(notes, fmt.Sprintf("%s: pki: %s", name, w))
 	}
 	return notes
+}
+
+// seedNote tells where each node's seed came from (nodeapi.Status's
+// SeedSource: "ec2", "nocloud"...), the nodes grouped by source in the
+// order they first appear: "seeds: n1, n2 from ec2; n3 from cache".
+func seedNote(results []statusResult) string {
+	var sources []string
+	nodes := map[string][]string{}
+	for _, r := range results {
+		src := r.status.SeedSource
+		if r.err != nil || src == "" {
+			continue
+		}
+		name := r.target.name
+		if name == r.target.endpoint && r.status.Name != "" {
+			name = r.status.Name
+		}
+		if _, ok := nodes[src]; !ok {
+			sources = append(sources, src)
+		}
+		nodes[src] = append(nodes[src], name)
+	}
+	var parts []string
+	for _, src := range sources {
+		parts = append(parts, strings.Join(nodes[src], ", ")+" from "+src)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "seeds: " + strings.Join(parts, "; ")
 }
 
 // backupNote describes the cluster's last scheduled backup, as the nodes
