@@ -109,6 +109,7 @@ func main() {
 	flag.StringVar(&n.etcdBin, "etcd", "/usr/bin/etcd", "the etcd binary")
 	flag.StringVar(&n.listenIP, "listen-ip", "0.0.0.0", "the address etcd listens on")
 	flag.StringVar(&n.metadataURL, "metadata-url", "", "the cloud metadata services' base URL (default http://169.254.169.254 as PID 1, none in container mode; off: none)")
+	flag.StringVar(&healthAddr, "health-addr", os.Getenv("ETCDBOX_HEALTH_ADDR"), "container mode: serve plain-HTTP /livez and /readyz on this loopback address (health.go)")
 	flag.Parse()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,6 +161,8 @@ func (n *node) boot(ctx context.Context) error {
 		// Before etcd: the formation handshake asks every node's API
 		// whether it ever formed the cluster before any etcd starts.
 		step{"serve the node API", true, n.serveAPI, 0},
+		// Plain-HTTP probes on loopback, when asked (health.go).
+		step{"serve health checks", false, n.serveHealth, 0},
 		// etcd's settings; the member lifecycle below starts it.
 		step{"start etcd", false, n.startEtcd, 0},
 	)
