@@ -95,6 +95,10 @@ type answer struct {
 // unreachable, timed out), or what answered is not that cloud's service.
 var errAbsent = errors.New("not here")
 
+// errNoService wraps a request that could not even connect: nothing
+// listens at the base, for any of the sources.
+var errNoService = errors.New(" (nothing listens there)")
+
 // absent is an error wrapping errAbsent.
 func absent(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errAbsent}, args...)...)
@@ -113,6 +117,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr map[string]str
 		req.Header.Set(k, v)
 	}
 	resp, err := c.hc.Do(req)
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return answer{}, fmt.Errorf("%w%w", absent("%s %s: %v", method, path, err), errNoService)
+	}
 	if err != nil {
 		return answer{}, absent("%s %s: %v", method, path, err)
 	}
@@ -158,7 +165,8 @@ func (c *Client) Sources() []Source {
 // Find asks the sources in order, all under ctx (the overall deadline),
 // and returns the first that is here: the one with a seed, or the first
 // cloud that answered without one (its Name may still name the node).
-// Later sources are not asked once a cloud answered. ok is false when
+// Later sources are not asked once a cloud answered, nor once a request
+// could not connect (they are all at the same base). ok is false when
 // none is here. logf gets one line per refused or failed source, and one
 // line for those absent.
 func Find(ctx context.Context, sources []Source, logf func(string, ...any)) (r Result, ok bool) {
@@ -183,6 +191,13 @@ func Find(ctx context.Context, sources []Source, logf func(string, ...any)) (r R
 		switch {
 		case errors.Is(err, ErrProtocol):
 			logf("cloud metadata: %s: %v; going on to the next source", s.Name, err)
+		case errors.Is(err, errNoService):
+			// Every source is at the same base: none is there.
+			absent = append(absent, s.Name+": "+err.Error())
+			for _, rest := range sources[i+1:] {
+				absent = append(absent, rest.Name+": not asked")
+			}
+			return Result{}, false
 		case errors.Is(err, errAbsent):
 			absent = append(absent, s.Name+": "+err.Error())
 		case err != nil:
