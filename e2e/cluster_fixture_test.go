@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -293,4 +294,21 @@ func backingFormat(t *testing.T, n cluster.Node) string {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &info), "qemu-img info: %s", out)
 	return info.BackingFormat
+}
+
+// checkSeedFrom checks that node's console says its seed came from the
+// metadata source named from and, with refused, that it refused the EC2
+// service that broke its protocol before it.
+func checkSeedFrom(t *testing.T, c *cluster.Cluster, node, from string, refused bool) {
+	t.Helper()
+	vm, err := c.VM(node)
+	require.NoError(t, err)
+	console := vm.Console()
+	assert.Contains(t, console, "seed from "+from, "%s did not take its seed from %s", node, from)
+	if refused {
+		assert.Contains(t, console, "cloud metadata: EC2 IMDSv2: ", "%s did not say it refused the broken EC2", node)
+		assert.Contains(t, console, "going on to the next source")
+	} else {
+		assert.NotContains(t, console, "going on to the next source", "%s refused a source", node)
+	}
 }

@@ -91,8 +91,15 @@ func TestCluster(t *testing.T) {
 			marks[name] = vm.Mark()
 		}
 		// n4 boots the qcow2 form of the image and n5 its VMDK form
-		// (build --format): each boots and joins like the raw one.
-		forms := []struct{ node, format string }{{"n4", "qcow2"}, {"n5", "vmdk"}}
+		// (build --format): each boots and joins like the raw one. Neither
+		// has the seed volume: each reads its seed from the cloud metadata
+		// the network serves at 169.254.169.254. n4's EC2 breaks its
+		// protocol (IMDSv1 only): n4 refuses it, says so, and takes GCE's;
+		// n5's EC2 is a proper IMDSv2.
+		forms := []struct{ node, format, source, from string }{
+			{"n4", "qcow2", "ec2-imdsv1,gce", "GCE metadata"},
+			{"n5", "vmdk", "ec2", "EC2 IMDSv2"},
+		}
 		imgs := map[string]string{}
 		for _, f := range forms {
 			imgs[f.node] = clusterImageAs(t, image.Format(f.format), "etcdbox."+f.format)
@@ -104,10 +111,11 @@ func TestCluster(t *testing.T) {
 		for _, f := range forms {
 			want := f.node
 			actx, cancel := context.WithTimeout(ctx, clusterDeadline)
-			j, err := c.AddImage(actx, imgs[want])
+			j, err := c.AddNode(actx, cluster.AddOptions{Image: imgs[want], SeedSource: f.source})
 			cancel()
-			require.NoError(t, err, "add %s from the %s image", want, f.format)
+			require.NoError(t, err, "add %s from the %s image, its seed from %s", want, f.format, f.source)
 			assert.Equal(t, f.format, backingFormat(t, j.Node), "the disk of %s is not made from the %s image", want, f.format)
+			checkSeedFrom(t, c, want, f.from, f.source == "ec2-imdsv1,gce")
 			assert.Equal(t, want, j.Node.Name)
 			assert.True(t, j.AsLearner, "%s was never seen as a learner", want)
 			t.Logf("add %s: a learner after %s, a voter after %s", j.Node.Name, j.Learner.Round(time.Second), j.Voter.Round(time.Second))

@@ -90,6 +90,9 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	// n1 with an empty disk cannot join a cluster without a quorum: the
 	// membership lock's lease needs one.
 	require.NoError(t, c.Wipe(ctx, "n1"))
+	// A node replaced by a cloud's new instance: its seed from Azure's
+	// IMDS (and n2's below from OpenStack's metadata service).
+	require.NoError(t, c.SetSeedSource("n1", "azure"))
 	require.NoError(t, c.Start(ctx, "n1"))
 	vm1, err := c.VM("n1")
 	require.NoError(t, err)
@@ -148,8 +151,11 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 
 	// With an empty disk, n2 joins as a learner and is promoted.
 	require.NoError(t, c.Wipe(ctx, "n2"))
+	require.NoError(t, c.SetSeedSource("n2", "openstack"))
 	require.NoError(t, c.Start(ctx, "n2"))
 	require.NoError(t, c.WaitReady(ctx, "n2"))
+	checkSeedFrom(t, c, "n1", "Azure IMDS", false)
+	checkSeedFrom(t, c, "n2", "OpenStack metadata", false)
 	assert.Contains(t, vm2.Console(), "promoted to a voting member")
 	checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
 

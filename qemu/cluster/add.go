@@ -34,13 +34,24 @@ type Joined struct {
 // volume. Add returns once the node is a voting member that serves
 // linearizable reads, and every other node still serves. Every node must
 // be running.
-func (c *Cluster) Add(ctx context.Context) (Joined, error) { return c.AddImage(ctx, "") }
+func (c *Cluster) Add(ctx context.Context) (Joined, error) { return c.AddNode(ctx, AddOptions{}) }
 
-// AddImage is Add with the new node's disk made from img (raw, qcow2 or
-// VMDK, told apart by content) instead of the cluster's image; "" is the
-// cluster's. img is pinned in the node's directory, as up pins the
-// cluster's.
-func (c *Cluster) AddImage(ctx context.Context, img string) (Joined, error) {
+// AddOptions make a node that Add boots differ from the others.
+type AddOptions struct {
+	// Image, when set, is the image the node's disk is made from (raw,
+	// qcow2 or VMDK, told apart by content) instead of the cluster's; it
+	// is pinned in the node's directory, as up pins the cluster's.
+	Image string
+	// SeedSource, when set, is where the node reads its seed from
+	// instead of the cluster's source (see SourceNoCloud).
+	SeedSource string
+}
+
+// AddNode is Add with opts.
+func (c *Cluster) AddNode(ctx context.Context, opts AddOptions) (Joined, error) {
+	if err := checkSeedSource(opts.SeedSource); err != nil {
+		return Joined{}, err
+	}
 	unlockDir, err := lockDir(c.cfg.Dir)
 	if err != nil {
 		return Joined{}, err
@@ -80,8 +91,9 @@ func (c *Cluster) AddImage(ctx context.Context, img string) (Joined, error) {
 		}
 	}
 	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: ip}
-	if img != "" {
-		if n.Image, err = pinNodeImage(img, n.Dir); err != nil {
+	n.SeedSource = opts.SeedSource
+	if opts.Image != "" {
+		if n.Image, err = pinNodeImage(opts.Image, n.Dir); err != nil {
 			return Joined{}, fmt.Errorf("add %s: %w", n.Name, err)
 		}
 	}

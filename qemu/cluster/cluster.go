@@ -36,6 +36,9 @@ const (
 	StateFile = "state.json"
 	EnvFile   = "etcdctl.env"
 	SeedFile  = "seed.img"
+	// SeedYAML is the same seed as a file, the user data the metadata
+	// services serve (metadata.go).
+	SeedYAML = "seed.yaml"
 	PKIDir    = "pki"
 	NetDir    = "net"
 	NetdLog   = "netd.log"
@@ -86,6 +89,11 @@ type Config struct {
 	// Backup is the seed's backup section (zero: the defaults, a backup
 	// every 30 minutes); like Upgrade, written once.
 	Backup seed.Backup
+	// SeedSource is where the nodes read their seed from: "" or
+	// SourceNoCloud for the seed volume, else cloud metadata services
+	// (see SourceNoCloud). Set when the cluster is made; Add may give a
+	// node another.
+	SeedSource string
 }
 
 // Upgrade are the upgrade settings of a local cluster's seed
@@ -119,6 +127,8 @@ type State struct {
 	OVMFVars    string  `json:"ovmfVars"`
 	Network     NetInfo `json:"network"`
 	Nodes       []Node  `json:"nodes"`
+	// SeedSource is the nodes' seed source; "" is SourceNoCloud.
+	SeedSource string `json:"seedSource,omitempty"`
 }
 
 // NetInfo is the network daemon.
@@ -150,6 +160,9 @@ type Node struct {
 	// of the cluster's (AddImage: another form of the image, a qcow2 or
 	// a VMDK), pinned in the node's directory.
 	Image string `json:"image,omitempty"`
+	// SeedSource, when set, is where this node reads its seed from
+	// instead of the cluster's source.
+	SeedSource string `json:"seedSource,omitempty"`
 }
 
 // Endpoint is the node's etcd client URL on the host.

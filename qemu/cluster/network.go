@@ -39,7 +39,10 @@ func ServeNetwork(ctx context.Context, dir, domain string, w io.Writer) error {
 	}
 	logf("netd: pid %d serving %s (domain %s)", os.Getpid(), dir, domain)
 	err := vnet.Serve(ctx, vnet.Config{Dir: dir, Domain: domain, Logf: logf, Started: func(n *vnet.Network) error {
-		return serveRegistry(n, dir, logf)
+		if err := serveRegistry(n, dir, logf); err != nil {
+			return err
+		}
+		return n.ServeMetadata(&metadataServer{net: n, dir: filepath.Dir(dir)})
 	}})
 	if err != nil {
 		logf("netd: %v", err)

@@ -93,10 +93,18 @@ func ensureCA(pkiDir string) (bool, error) {
 }
 
 // ensureSeed writes D/seed.img, the NoCloud volume attached read-only to
-// every node, unless it is there, and returns its path.
+// every node that reads its seed from it, and D/seed.yaml, the same seed
+// for the metadata services, unless they are there, and returns the
+// volume's path.
 func (c *Cluster) ensureSeed() (string, error) {
 	p := filepath.Join(c.cfg.Dir, SeedFile)
-	if _, err := os.Stat(p); err == nil {
+	_, err := os.Stat(p)
+	if err == nil {
+		// Both files, or both anew (a cluster made before the YAML was
+		// written).
+		_, err = os.Stat(filepath.Join(c.cfg.Dir, SeedYAML))
+	}
+	if err == nil {
 		return p, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -106,6 +114,11 @@ func (c *Cluster) ensureSeed() (string, error) {
 		return "", err
 	}
 	if err := image.WriteCidata(p, data, []byte("instance-id: "+Name+"\n"), 0); err != nil {
+		return "", err
+	}
+	// The metadata services serve the same seed (metadata.go); it holds
+	// the CA key.
+	if err := pki.WriteFileAtomic(filepath.Join(c.cfg.Dir, SeedYAML), data, 0o600); err != nil {
 		return "", err
 	}
 	// The seed holds the CA key.
@@ -123,6 +136,9 @@ func (c *Cluster) ensureSeed() (string, error) {
 func (c *Cluster) Reseed() error {
 	p := filepath.Join(c.cfg.Dir, SeedFile)
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Remove(filepath.Join(c.cfg.Dir, SeedYAML)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	_, err := c.ensureSeed()

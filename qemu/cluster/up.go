@@ -125,7 +125,10 @@ func planUp(cfg Config, nodes int) (Config, State, bool, error) {
 			cfg.Log("image: %s (pinned: %s, so that a rebuild of it leaves the nodes' disks alone)", src, cfg.Image)
 		}
 		cfg.Domain = or(cfg.Domain, DefaultDomain)
-		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes}
+		if err := checkSeedSource(cfg.SeedSource); err != nil {
+			return cfg, st, false, err
+		}
+		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes, SeedSource: cfg.SeedSource}
 		for i := 1; i <= nodes; i++ {
 			name := "n" + strconv.Itoa(i)
 			st.Nodes = append(st.Nodes, Node{Name: name, Dir: filepath.Join(dir, name), IP: nodeIP(i)})
@@ -182,6 +185,9 @@ func resumable(st State, cfg Config, nodes int) error {
 	if cfg.Image != "" && cfg.Image != st.Image && !sameFile(cfg.Image, st.Image) {
 		return fmt.Errorf("its disks are overlays of %s; up resumes on that image, not %s (leave out the image)", st.Image, cfg.Image)
 	}
+	if cfg.SeedSource != "" && or(cfg.SeedSource, SourceNoCloud) != or(st.SeedSource, SourceNoCloud) {
+		return fmt.Errorf("its nodes read their seed from %s, not %s (leave out the seed source)", or(st.SeedSource, SourceNoCloud), cfg.SeedSource)
+	}
 	if cfg.Domain != "" && cfg.Domain != st.Domain {
 		return fmt.Errorf("its domain is %s, not %s", st.Domain, cfg.Domain)
 	}
@@ -191,12 +197,16 @@ func resumable(st State, cfg Config, nodes int) error {
 // vmConfig is the QEMU configuration of node n: its only NIC on the
 // cluster's switch, the seed volume as a second disk.
 func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
+	var disks []string
+	if seedSourceOf(c.st, n) == SourceNoCloud {
+		disks = []string{seedImg}
+	}
 	return qemu.Config{
 		Name: n.Name, Dir: n.Dir, Image: or(n.Image, c.cfg.Image), Overlay: true,
 		OVMFCode: c.cfg.OVMFCode, OVMFVars: c.cfg.OVMFVars,
 		MemoryMiB: c.st.MemoryMiB, CPUs: c.st.CPUs, Accel: c.cfg.Accel,
 		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
-		ExtraDisks: []string{seedImg},
+		ExtraDisks: disks,
 		Args:       c.cfg.QEMUArgs,
 	}
 }
