@@ -39,10 +39,10 @@ const (
 	// SeedYAML is the same seed as a file, the user data the metadata
 	// services serve (metadata.go).
 	SeedYAML = "seed.yaml"
-	PKIDir    = "pki"
-	NetDir    = "net"
-	NetdLog   = "netd.log"
-	lockFile  = ".lock"
+	PKIDir   = "pki"
+	NetDir   = "net"
+	NetdLog  = "netd.log"
+	lockFile = ".lock"
 )
 
 // ErrNoCluster means the directory has no state.json: no cluster was
