@@ -304,7 +304,7 @@ func checkSeedFrom(t *testing.T, c *cluster.Cluster, node, from string, refused 
 	vm, err := c.VM(node)
 	require.NoError(t, err)
 	console := vm.Console()
-	assert.Contains(t, console, "seed from "+from, "%s did not take its seed from %s", node, from)
+	assert.Contains(t, console, "seed: from "+from+" (user data)", "%s did not take its seed from %s", node, from)
 	if refused {
 		assert.Contains(t, console, "cloud metadata: EC2 IMDSv2: ", "%s did not say it refused the broken EC2", node)
 		assert.Contains(t, console, "going on to the next source")

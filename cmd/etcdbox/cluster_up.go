@@ -19,6 +19,7 @@ import (
 type upOptions struct {
 	dir, image    string
 	accel         string
+	seedSource    string
 	nodes, memory int
 	cpus          int
 	timeout       time.Duration
@@ -62,7 +63,8 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 	fl := cmd.Flags()
 	fl.StringVar(&o.dir, "dir", "", "cluster directory (created if missing)")
 	fl.IntVar(&o.nodes, "nodes", 3, "number of nodes of a new cluster")
-	fl.StringVar(&o.image, "image", "", "raw or qcow2 image to boot (default: build DIR/etcdbox.img)")
+	fl.StringVar(&o.image, "image", "", "raw, qcow2 or VMDK image to boot (default: build DIR/etcdbox.img)")
+	fl.StringVar(&o.seedSource, "seed-source", "", "where a new cluster's nodes read their seed: nocloud (a seed volume, the default), or a cloud's metadata the network serves at 169.254.169.254: ec2, gce, azure, openstack")
 	fl.IntVar(&o.memory, "memory", 1024, "memory per node in MiB")
 	fl.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per node")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the cluster")
@@ -82,6 +84,10 @@ func clusterUp(ctx context.Context, stdout io.Writer, o upOptions) error {
 		return err
 	}
 	cfg.MemoryMiB, cfg.CPUs, cfg.Image, cfg.Accel = o.memory, o.cpus, o.image, o.accel
+	if err := cluster.CheckSeedSource(o.seedSource); err != nil {
+		return usageError{fmt.Errorf("--seed-source: %w", err)}
+	}
+	cfg.SeedSource = o.seedSource
 	for _, f := range o.trustedKeys {
 		b, err := os.ReadFile(f)
 		if err != nil {

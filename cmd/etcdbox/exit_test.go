@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,9 @@ func TestExitCodes(t *testing.T) {
 		{"conflicting flags", []string{"status", "--dir", empty, "--endpoints", "https://127.0.0.1:1"}, exitUsage, "none of the others can be"},
 		{"required flag", []string{"pki", "init"}, exitUsage, `required flag(s) "dir" not set`},
 		{"extra arguments", []string{"status", "n1"}, exitUsage, `unknown command "n1"`},
+		{"unknown seed source", []string{"cluster", "up", "--dir", empty, "--seed-source", "aws"}, exitUsage, `--seed-source: seed source "aws": unknown "aws"`},
+		{"two EC2 services", []string{"cluster", "add", "--dir", empty, "--seed-source", "ec2,ec2-imdsv1"}, exitUsage, "ec2 and ec2-imdsv1 are the same protocol"},
+		{"unknown image format", []string{"build", "-o", filepath.Join(empty, "x.img"), "--format", "vdi"}, exitUsage, `--format "vdi": unknown; want one of raw, oci, qcow2, vhd, gce, vmdk`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _, code, err := runExit(t, tc.args...)

@@ -49,7 +49,7 @@ type AddOptions struct {
 
 // AddNode is Add with opts.
 func (c *Cluster) AddNode(ctx context.Context, opts AddOptions) (Joined, error) {
-	if err := checkSeedSource(opts.SeedSource); err != nil {
+	if err := CheckSeedSource(opts.SeedSource); err != nil {
 		return Joined{}, err
 	}
 	unlockDir, err := lockDir(c.cfg.Dir)

@@ -52,9 +52,9 @@ func SeedSources() []string {
 	return names
 }
 
-// checkSeedSource reports a seed source that names no known service, or
+// CheckSeedSource reports a seed source that names no known service, or
 // two services of one protocol.
-func checkSeedSource(src string) error {
+func CheckSeedSource(src string) error {
 	if src == "" || src == SourceNoCloud {
 		return nil
 	}
@@ -152,7 +152,7 @@ func (m *metadataServer) handler(node, svc string, userData []byte, serve func(m
 // starts from a cloud's metadata. The node must not be running: a
 // running VM keeps the disks it started with.
 func (c *Cluster) SetSeedSource(name, src string) error {
-	if err := checkSeedSource(src); err != nil {
+	if err := CheckSeedSource(src); err != nil {
 		return err
 	}
 	unlock, err := lockDir(c.cfg.Dir)

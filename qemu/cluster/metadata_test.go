@@ -86,9 +86,9 @@ func TestMetadataServer(t *testing.T) {
 
 func TestCheckSeedSource(t *testing.T) {
 	for _, ok := range []string{"", "nocloud", "ec2", "gce", "azure", "openstack", "ec2-imdsv1,gce", "gce-noflavor,azure,openstack"} {
-		assert.NoError(t, checkSeedSource(ok), ok)
+		assert.NoError(t, CheckSeedSource(ok), ok)
 	}
-	assert.ErrorContains(t, checkSeedSource("aws"), `unknown "aws"`)
-	assert.ErrorContains(t, checkSeedSource("ec2,ec2-imdsv1"), "the same protocol")
-	assert.ErrorContains(t, checkSeedSource("nocloud,ec2"), `unknown "nocloud"`)
+	assert.ErrorContains(t, CheckSeedSource("aws"), `unknown "aws"`)
+	assert.ErrorContains(t, CheckSeedSource("ec2,ec2-imdsv1"), "the same protocol")
+	assert.ErrorContains(t, CheckSeedSource("nocloud,ec2"), `unknown "nocloud"`)
 }

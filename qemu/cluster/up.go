@@ -125,7 +125,7 @@ func planUp(cfg Config, nodes int) (Config, State, bool, error) {
 			cfg.Log("image: %s (pinned: %s, so that a rebuild of it leaves the nodes' disks alone)", src, cfg.Image)
 		}
 		cfg.Domain = or(cfg.Domain, DefaultDomain)
-		if err := checkSeedSource(cfg.SeedSource); err != nil {
+		if err := CheckSeedSource(cfg.SeedSource); err != nil {
 			return cfg, st, false, err
 		}
 		st = State{Cluster: Name, Domain: cfg.Domain, InitialSize: nodes, SeedSource: cfg.SeedSource}
