@@ -24,7 +24,7 @@ section_build() {
 
 # Issue 3: boot to healthy, ours against the floor image, and init's rss.
 section_boot() {
-	echo "== boot to healthy (QEMU start -> linearizable read), ours (mTLS) vs floor (plain http)"
+	echo "== boot to healthy (QEMU start -> linearizable read), ours (mTLS) vs floor (plain http), and ours without the cloud metadata probe (nometa)"
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o "$out/floorinit" ./bench/floorinit
 	go build -o "$out/bench-boot" ./bench/boot
 	"$out/bench-boot" -n "${BENCH_BOOTS:-3}" -sysroot "$sysroot" \

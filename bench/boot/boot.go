@@ -68,15 +68,15 @@ func variants(im images) ([]variant, error) {
 	if !roots.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("cluster CA %s: no certificate", filepath.Join(im.pkiDir, "ca.crt"))
 	}
-	return []variant{
-		{
-			name: "ours", image: im.ours, scheme: "https",
-			tls:   &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: roots, MinVersion: tls.VersionTLS13},
-			fatal: []string{"etcdbox: fatal:", "etcdbox: seed error:"},
-			ready: "etcdbox: etcd ready",
-		},
-		{name: "floor", image: im.floor, scheme: "http", fatal: []string{"floorinit: fatal:"}},
-	}, nil
+	ours := variant{
+		name: "ours", image: im.ours, scheme: "https",
+		tls:   &tls.Config{Certificates: []tls.Certificate{admin}, RootCAs: roots, MinVersion: tls.VersionTLS13},
+		fatal: []string{"etcdbox: fatal:", "etcdbox: seed error:"},
+		ready: "etcdbox: etcd ready",
+	}
+	nometa := ours
+	nometa.name, nometa.image = "nometa", im.nometa
+	return []variant{ours, {name: "floor", image: im.floor, scheme: "http", fatal: []string{"floorinit: fatal:"}}, nometa}, nil
 }
 
 // boot starts v's image on a fresh overlay in dir, times it to a

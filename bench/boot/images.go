@@ -15,7 +15,12 @@ import (
 // admin certificate reads from ours.
 type images struct {
 	ours, floor string
-	pkiDir      string
+	// nometa is ours with the cloud metadata probe off
+	// (etcdbox.metadata=off): ours against it is what the probe costs a
+	// node outside any cloud (QEMU's user network answers nothing at
+	// 169.254.169.254).
+	nometa string
+	pkiDir string
 }
 
 // buildImages writes a cluster CA and a seed carrying it, then builds our
@@ -26,6 +31,7 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	im := images{
 		ours:   filepath.Join(dir, "ours.img"),
 		floor:  filepath.Join(dir, "floor.img"),
+		nometa: filepath.Join(dir, "nometa.img"),
 		pkiDir: filepath.Join(dir, "pki"),
 	}
 	if err := pki.Init(im.pkiDir, false); err != nil {
@@ -47,7 +53,9 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	ours.Init, ours.Seed, ours.Output = o.init, seed, im.ours
 	floor := base
 	floor.Init, floor.Output = o.floorInit, im.floor
-	for _, c := range []image.Config{ours, floor} {
+	nometa := ours
+	nometa.Cmdline, nometa.Output = "etcdbox.metadata=off", im.nometa
+	for _, c := range []image.Config{ours, floor, nometa} {
 		if _, err := image.Build(ctx, c); err != nil {
 			return im, fmt.Errorf("build %s: %w", c.Output, err)
 		}

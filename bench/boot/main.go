@@ -5,7 +5,10 @@
 // minimal bench/floorinit as /init and plain http), their ratio, and the
 // init's resident memory once etcd is ready, parsed from the console.
 //
-// Boots alternate (ours, floor, ours, ...) and run one at a time, each on
+// A third image, nometa, is ours with the cloud metadata probe off: ours
+// against it is what the probe costs a node outside any cloud.
+//
+// Boots alternate (ours, floor, nometa, ours, ...) and run one at a time, each on
 // a fresh copy-on-write overlay of an image built once, so that the
 // noise of a shared machine hits both alike. Nothing is asserted.
 //

@@ -79,7 +79,7 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) error {
 func report(w io.Writer, samples []sample) {
 	type fig struct{ healthy, kernel, init, after, rss stats.Summary }
 	by := map[string]fig{}
-	for _, name := range []string{"ours", "floor"} {
+	for _, name := range []string{"ours", "floor", "nometa"} {
 		var healthy, kernel, start, after []time.Duration
 		var rss []float64
 		for _, s := range samples {
@@ -100,14 +100,14 @@ func report(w io.Writer, samples []sample) {
 		}
 		by[name] = fig{stats.Durations(healthy), stats.Durations(kernel), stats.Durations(start), stats.Durations(after), stats.Of(rss)}
 	}
-	ours, floor := by["ours"], by["floor"]
+	ours, floor, nometa := by["ours"], by["floor"], by["nometa"]
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "image\tboot to healthy: median (min, max)\tkernel at\t/init at\t/init->healthy\tinit rss at ready")
 	for _, r := range []struct {
 		name string
 		f    fig
 		rss  string
-	}{{"ours", ours, ours.rss.Format("%.0f KiB")}, {"floor", floor, "-"}} {
+	}{{"ours", ours, ours.rss.Format("%.0f KiB")}, {"floor", floor, "-"}, {"nometa", nometa, nometa.rss.Format("%.0f KiB")}} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.f.healthy.Format("%.1fs"),
 			median(r.f.kernel), median(r.f.init), r.f.after.Format("%.1fs"), r.rss)
 	}
@@ -115,6 +115,19 @@ func report(w io.Writer, samples []sample) {
 	fmt.Fprintf(w, "ratio ours/floor, boot to healthy (medians): %s\n", stats.Ratio(ours.healthy, floor.healthy))
 	fmt.Fprintf(w, "ratio ours/floor, /init->healthy (medians):  %s\n", stats.Ratio(ours.after, floor.after))
 	fmt.Fprintf(w, "init rss once etcd is ready: %s\n", ours.rss.Format("%.0f KiB"))
+	if nometa.healthy.N > 0 {
+		fmt.Fprintf(w, "cloud metadata probe outside any cloud: ours/nometa, boot to healthy (medians): %s; %s\n",
+			stats.Ratio(ours.healthy, nometa.healthy), probeCost(ours.after, nometa.after))
+	}
+}
+
+// probeCost is the difference of the /init->healthy medians: what the
+// probe adds to a boot.
+func probeCost(with, without stats.Summary) string {
+	if with.N == 0 || without.N == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("/init->healthy %+.1fs", with.Median-without.Median)
 }
 
 func median(s stats.Summary) string {
