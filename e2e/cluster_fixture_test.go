@@ -297,16 +297,16 @@ func backingFormat(t *testing.T, n cluster.Node) string {
 }
 
 // checkSeedFrom checks that node's console says its seed came from the
-// metadata source named from and, with refused, that it refused the EC2
-// service that broke its protocol before it.
-func checkSeedFrom(t *testing.T, c *cluster.Cluster, node, from string, refused bool) {
+// metadata source named from and, when refused names one, that it
+// refused that service, which broke its protocol, before it.
+func checkSeedFrom(t *testing.T, c *cluster.Cluster, node, from, refused string) {
 	t.Helper()
 	vm, err := c.VM(node)
 	require.NoError(t, err)
 	console := vm.Console()
 	assert.Contains(t, console, "seed: from "+from+" (user data)", "%s did not take its seed from %s", node, from)
-	if refused {
-		assert.Contains(t, console, "cloud metadata: EC2 IMDSv2: ", "%s did not say it refused the broken EC2", node)
+	if refused != "" {
+		assert.Contains(t, console, "cloud metadata: "+refused+": ", "%s did not say it refused the broken %s", node, refused)
 		assert.Contains(t, console, "going on to the next source")
 	} else {
 		assert.NotContains(t, console, "going on to the next source", "%s refused a source", node)

@@ -96,9 +96,9 @@ func TestCluster(t *testing.T) {
 		// the network serves at 169.254.169.254. n4's EC2 breaks its
 		// protocol (IMDSv1 only): n4 refuses it, says so, and takes GCE's;
 		// n5's EC2 is a proper IMDSv2.
-		forms := []struct{ node, format, source, from string }{
-			{"n4", "qcow2", "ec2-imdsv1,gce", "GCE metadata"},
-			{"n5", "vmdk", "ec2", "EC2 IMDSv2"},
+		forms := []struct{ node, format, source, from, refused string }{
+			{"n4", "qcow2", "ec2-imdsv1,gce", "GCE metadata", "EC2 IMDSv2"},
+			{"n5", "vmdk", "ec2", "EC2 IMDSv2", ""},
 		}
 		imgs := map[string]string{}
 		for _, f := range forms {
@@ -115,7 +115,7 @@ func TestCluster(t *testing.T) {
 			cancel()
 			require.NoError(t, err, "add %s from the %s image, its seed from %s", want, f.format, f.source)
 			assert.Equal(t, f.format, backingFormat(t, j.Node), "the disk of %s is not made from the %s image", want, f.format)
-			checkSeedFrom(t, c, want, f.from, f.source == "ec2-imdsv1,gce")
+			checkSeedFrom(t, c, want, f.from, f.refused)
 			assert.Equal(t, want, j.Node.Name)
 			assert.True(t, j.AsLearner, "%s was never seen as a learner", want)
 			t.Logf("add %s: a learner after %s, a voter after %s", j.Node.Name, j.Learner.Round(time.Second), j.Voter.Round(time.Second))

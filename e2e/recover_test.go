@@ -91,8 +91,10 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	// membership lock's lease needs one.
 	require.NoError(t, c.Wipe(ctx, "n1"))
 	// A node replaced by a cloud's new instance: its seed from Azure's
-	// IMDS (and n2's below from OpenStack's metadata service).
-	require.NoError(t, c.SetSeedSource("n1", "azure"))
+	// IMDS, after it refused a GCE server that leaves out its
+	// Metadata-Flavor header (and n2's below from OpenStack's metadata
+	// service).
+	require.NoError(t, c.SetSeedSource("n1", "gce-noflavor,azure"))
 	require.NoError(t, c.Start(ctx, "n1"))
 	vm1, err := c.VM("n1")
 	require.NoError(t, err)
@@ -154,8 +156,8 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	require.NoError(t, c.SetSeedSource("n2", "openstack"))
 	require.NoError(t, c.Start(ctx, "n2"))
 	require.NoError(t, c.WaitReady(ctx, "n2"))
-	checkSeedFrom(t, c, "n1", "Azure IMDS", false)
-	checkSeedFrom(t, c, "n2", "OpenStack metadata", false)
+	checkSeedFrom(t, c, "n1", "Azure IMDS", "GCE metadata")
+	checkSeedFrom(t, c, "n2", "OpenStack metadata service", "")
 	assert.Contains(t, vm2.Console(), "promoted to a voting member")
 	checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
 
