@@ -147,8 +147,12 @@ func testRotateCA(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 func powerCutMidReissue(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, nodeCA *pki.CA) {
 	t.Helper()
 	require.NoError(t, c.Kill(ctx, name))
+	// It comes back with its seed on an OpenStack config drive (a vfat
+	// volume labelled config-2) instead of the NoCloud volume.
+	require.NoError(t, c.SetSeedSource(name, cluster.SourceConfigDrive))
 	require.NoError(t, c.Start(ctx, name))
 	require.NoError(t, c.WaitReady(ctx, name))
+	checkSeedFrom(t, c, name, "OpenStack config drive", "")
 	n, _ := c.Node(name)
 	// Its node API serves a leaf of the new node CA now: the client
 	// trusts both roots, as an operator's tools do during a rotation.

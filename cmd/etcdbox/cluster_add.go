@@ -62,7 +62,7 @@ from a cloud's metadata instead of the seed volume.`,
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the node to vote")
 	cmd.Flags().StringVar(&opts.Image, "image", "", "boot the node from this raw, qcow2 or VMDK image instead of the cluster's")
-	cmd.Flags().StringVar(&opts.SeedSource, "seed-source", "", "where the node reads its seed: nocloud, ec2, gce, azure, openstack, or several cloud services comma-separated (default: the cluster's)")
+	cmd.Flags().StringVar(&opts.SeedSource, "seed-source", "", "where the node reads its seed: nocloud, configdrive, ec2, gce, azure, openstack, or several cloud services comma-separated (default: the cluster's)")
 	addAccelFlag(cmd.Flags(), &accel)
 	cmd.MarkFlagRequired("dir")
 	return cmd

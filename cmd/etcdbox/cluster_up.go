@@ -64,7 +64,7 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 	fl.StringVar(&o.dir, "dir", "", "cluster directory (created if missing)")
 	fl.IntVar(&o.nodes, "nodes", 3, "number of nodes of a new cluster")
 	fl.StringVar(&o.image, "image", "", "raw, qcow2 or VMDK image to boot (default: build DIR/etcdbox.img)")
-	fl.StringVar(&o.seedSource, "seed-source", "", "where a new cluster's nodes read their seed: nocloud (a seed volume, the default), or a cloud's metadata the network serves at 169.254.169.254: ec2, gce, azure, openstack")
+	fl.StringVar(&o.seedSource, "seed-source", "", "where a new cluster's nodes read their seed: nocloud (a seed volume, the default), configdrive (an OpenStack config drive), or a cloud's metadata the network serves at 169.254.169.254: ec2, gce, azure, openstack")
 	fl.IntVar(&o.memory, "memory", 1024, "memory per node in MiB")
 	fl.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per node")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the cluster")

@@ -39,6 +39,9 @@ const (
 	// SeedYAML is the same seed as a file, the user data the metadata
 	// services serve (metadata.go).
 	SeedYAML = "seed.yaml"
+	// ConfigDriveFile is the same seed on an OpenStack config drive, for
+	// nodes whose source is SourceConfigDrive.
+	ConfigDriveFile = "config-2.img"
 	PKIDir   = "pki"
 	NetDir   = "net"
 	NetdLog  = "netd.log"

@@ -28,6 +28,11 @@ import (
 // next.
 const SourceNoCloud = "nocloud"
 
+// SourceConfigDrive is an OpenStack config drive (D/config-2.img, a vfat
+// volume labelled config-2) attached to the node instead of the seed
+// volume; no service is asked.
+const SourceConfigDrive = "configdrive"
+
 // metadataServices are the services a seed source may name, each with
 // the path prefix its protocol lives under.
 var metadataServices = map[string]struct {
@@ -44,18 +49,18 @@ var metadataServices = map[string]struct {
 
 // SeedSources lists the names a seed source may use, for help texts.
 func SeedSources() []string {
-	names := []string{SourceNoCloud}
+	names := []string{SourceNoCloud, SourceConfigDrive}
 	for n := range metadataServices {
 		names = append(names, n)
 	}
-	slices.Sort(names[1:])
+	slices.Sort(names[2:])
 	return names
 }
 
 // CheckSeedSource reports a seed source that names no known service, or
 // two services of one protocol.
 func CheckSeedSource(src string) error {
-	if src == "" || src == SourceNoCloud {
+	if src == "" || src == SourceNoCloud || src == SourceConfigDrive {
 		return nil
 	}
 	seen := map[string]string{}
@@ -111,7 +116,7 @@ func (m *metadataServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			src = seedSourceOf(st, n)
 		}
 	}
-	if src == SourceNoCloud {
+	if src == SourceNoCloud || src == SourceConfigDrive {
 		http.NotFound(w, r)
 		return
 	}

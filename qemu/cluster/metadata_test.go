@@ -85,7 +85,7 @@ func TestMetadataServer(t *testing.T) {
 }
 
 func TestCheckSeedSource(t *testing.T) {
-	for _, ok := range []string{"", "nocloud", "ec2", "gce", "azure", "openstack", "ec2-imdsv1,gce", "gce-noflavor,azure,openstack"} {
+	for _, ok := range []string{"", "nocloud", "configdrive", "ec2", "gce", "azure", "openstack", "ec2-imdsv1,gce", "gce-noflavor,azure,openstack"} {
 		assert.NoError(t, CheckSeedSource(ok), ok)
 	}
 	assert.ErrorContains(t, CheckSeedSource("aws"), `unknown "aws"`)

@@ -105,6 +105,9 @@ func (c *Cluster) ensureSeed() (string, error) {
 		_, err = os.Stat(filepath.Join(c.cfg.Dir, SeedYAML))
 	}
 	if err == nil {
+		_, err = os.Stat(filepath.Join(c.cfg.Dir, ConfigDriveFile))
+	}
+	if err == nil {
 		return p, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -116,8 +119,13 @@ func (c *Cluster) ensureSeed() (string, error) {
 	if err := image.WriteCidata(p, data, []byte("instance-id: "+Name+"\n"), 0); err != nil {
 		return "", err
 	}
-	// The metadata services serve the same seed (metadata.go); it holds
-	// the CA key.
+	// The metadata services serve the same seed (metadata.go), and a
+	// config drive carries it; it holds the CA key. The drive is the
+	// cluster's, so its meta_data.json names no instance: a node takes
+	// its name from DHCP.
+	if err := image.WriteConfigDrive(filepath.Join(c.cfg.Dir, ConfigDriveFile), data, []byte(`{"uuid": "`+Name+`"}`), 0); err != nil {
+		return "", err
+	}
 	if err := pki.WriteFileAtomic(filepath.Join(c.cfg.Dir, SeedYAML), data, 0o600); err != nil {
 		return "", err
 	}
@@ -138,8 +146,10 @@ func (c *Cluster) Reseed() error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := os.Remove(filepath.Join(c.cfg.Dir, SeedYAML)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	for _, f := range []string{SeedYAML, ConfigDriveFile} {
+		if err := os.Remove(filepath.Join(c.cfg.Dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	_, err := c.ensureSeed()
 	return err

@@ -198,8 +198,11 @@ func resumable(st State, cfg Config, nodes int) error {
 // cluster's switch, the seed volume as a second disk.
 func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
 	var disks []string
-	if seedSourceOf(c.st, n) == SourceNoCloud {
+	switch seedSourceOf(c.st, n) {
+	case SourceNoCloud:
 		disks = []string{seedImg}
+	case SourceConfigDrive:
+		disks = []string{filepath.Join(filepath.Dir(seedImg), ConfigDriveFile)}
 	}
 	return qemu.Config{
 		Name: n.Name, Dir: n.Dir, Image: or(n.Image, c.cfg.Image), Overlay: true,
