@@ -42,10 +42,10 @@ const (
 	// ConfigDriveFile is the same seed on an OpenStack config drive, for
 	// nodes whose source is SourceConfigDrive.
 	ConfigDriveFile = "config-2.img"
-	PKIDir   = "pki"
-	NetDir   = "net"
-	NetdLog  = "netd.log"
-	lockFile = ".lock"
+	PKIDir          = "pki"
+	NetDir          = "net"
+	NetdLog         = "netd.log"
+	lockFile        = ".lock"
 )
 
 // ErrNoCluster means the directory has no state.json: no cluster was
