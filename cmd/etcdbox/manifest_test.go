@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -178,6 +179,29 @@ func TestManifestStaticPod(t *testing.T) {
 		}
 		assert.Equal(t, "etcdbox:1.4", c.Image)
 	})
+}
+
+// TestManifestCommandFlags: every flag the pod's command gives the init is
+// one the init defines (init/main.go), so the manifest and the init do
+// not drift apart.
+func TestManifestCommandFlags(t *testing.T) {
+	peers, _ := manifestSeeds(t)
+	out, _, _, err := runExit(t, "manifest", "static-pod", "--seed", peers, "--image", "etcdbox:1")
+	require.NoError(t, err)
+	src, err := os.ReadFile(filepath.Join(testenv.Root(t), "init", "main.go"))
+	require.NoError(t, err)
+	defined := map[string]bool{}
+	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&[\w.]+, "([\w-]+)"`).FindAllStringSubmatch(string(src), -1) {
+		defined["--"+m[1]] = true
+	}
+	require.Contains(t, defined, "--container", "the init's flags are read from its source")
+	cmd := decodePod(t, []byte(out)).Spec.Containers[0].Command
+	require.Equal(t, "/init", cmd[0])
+	for _, arg := range cmd[1:] {
+		if strings.HasPrefix(arg, "--") {
+			assert.True(t, defined[arg], "the init defines no %s", arg)
+		}
+	}
 }
 
 // TestManifestBadInput: each mistake is named, with exit status 2 for the
