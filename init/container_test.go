@@ -78,6 +78,8 @@ type cnode struct {
 	clientPort, peerPort int
 	apiPort              int
 	seed                 string
+	// tune is the seed's etcd section but for the ports.
+	tune seed.Etcd
 	// bin is the init to run (default: buildInit's); env is added to
 	// its environment.
 	bin  string
@@ -122,8 +124,10 @@ func (c *cluster) add(name string) *cnode {
 // writeSeed writes n's seed: static peers (the given names, in order),
 // initialSize and the cluster name.
 func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
+	e := n.tune
+	e.ClientPort, e.PeerPort = n.clientPort, n.peerPort
 	s := &seed.Seed{Cluster: clusterName, Name: n.name,
-		Etcd:   seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort},
+		Etcd:   e,
 		API:    seed.API{Port: n.apiPort},
 		Backup: c.backup}
 	s.Discovery.InitialSize = initial

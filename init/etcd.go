@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/seed"
 )
 
 // etcdMember is what this node tells etcd about itself. It is plain data so the
@@ -36,9 +38,19 @@ type etcdMember struct {
 	InitialCluster string
 	State          string
 	// CompactionRetention is the seed's etcd.autoCompactionRetention:
-	// etcd compacts periodically, keeping this window; "" or "0" leaves
-	// compaction to the clients.
+	// etcd compacts periodically (or by revision, CompactionMode),
+	// keeping this window; "" or "0" leaves compaction to the clients.
 	CompactionRetention string
+	CompactionMode      string // seed.CompactionPeriodic ("") or seed.CompactionRevision
+	// LogLevel is the seed's etcd.logLevel: what the node keeps of
+	// etcd's log (logFilter). etcd logs at info, or debug.
+	LogLevel string
+	// MetricsPort, when set, is etcd's plain HTTP listener for
+	// /metrics and the health endpoints, on ListenIP.
+	MetricsPort int
+	// ExtraArgs are the seed's etcd.extraArgs, validated by the seed
+	// parser against its allow-list of tuning flags.
+	ExtraArgs []string
 	// QuotaBytes is --quota-backend-bytes (backendQuota); 0 leaves
 	// etcd's default.
 	QuotaBytes int64
@@ -63,9 +75,11 @@ func (m etcdMember) ClientURL() string { return "https://" + hostPort(m.Advertis
 // PeerURL is the URL peers use to reach this member.
 func (m etcdMember) PeerURL() string { return "https://" + hostPort(m.AdvertiseHost, m.PeerPort) }
 
-// Args returns etcd's command line. Every listener is TLS with client
-// certificate auth: there is no plaintext listener, metrics included (etcd
-// serves /metrics on the client port, behind the same mutual TLS).
+// Args returns etcd's command line. Every client and peer listener is TLS
+// with client certificate auth (etcd serves /metrics on the client port
+// too, behind the same mutual TLS). The one plaintext listener is the
+// seed's etcd.metricsPort when set: /metrics, /health, /livez, /readyz,
+// read-only, no keys or values.
 func (m etcdMember) Args() []string {
 	file := func(f string) string { return filepath.Join(m.PKIDir, f) }
 	initial := m.InitialCluster
@@ -96,13 +110,24 @@ func (m etcdMember) Args() []string {
 		"--peer-key-file=" + file("peer.key"),
 		"--logger=zap",
 		"--log-outputs=stderr",
-		"--feature-gates=" + corruptionChecks,
+		"--feature-gates=" + m.featureGates(),
 		// Every client here is Go, and kube-apiserver too: TLS 1.3 costs
 		// nothing, and leaves no cipher suite to choose.
 		"--tls-min-version=TLS1.3",
 	}
 	if r := m.CompactionRetention; r != "" && r != "0" {
-		args = append(args, "--auto-compaction-mode=periodic", "--auto-compaction-retention="+r)
+		args = append(args, "--auto-compaction-mode="+cmp.Or(m.CompactionMode, seed.CompactionPeriodic), "--auto-compaction-retention="+r)
+	}
+	if m.LogLevel == "debug" {
+		args = append(args, "--log-level=debug")
+	}
+	if m.MetricsPort > 0 {
+		args = append(args, "--listen-metrics-urls=http://"+hostPort(m.ListenIP, m.MetricsPort))
+	}
+	for _, a := range m.ExtraArgs {
+		if !strings.HasPrefix(a, "--feature-gates=") { // merged above
+			args = append(args, a)
+		}
 	}
 	if m.PeerOnly {
 		args = append(args, "--peer-cert-allowed-cn="+pki.PeerCommonName)
@@ -111,6 +136,55 @@ func (m etcdMember) Args() []string {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(m.QuotaBytes, 10))
 	}
 	return args
+}
+
+// tune takes the seed's etcd settings beyond ports and quota.
+func (m *etcdMember) tune(e seed.Etcd) {
+	m.CompactionRetention, m.CompactionMode = e.AutoCompactionRetention, e.AutoCompactionMode
+	m.LogLevel, m.MetricsPort, m.ExtraArgs = e.LogLevel, e.MetricsPort, e.ExtraArgs
+}
+
+// featureGates is etcd's --feature-gates: the corruption checks, and the
+// gates of the seed's extraArgs (which cannot name those two).
+func (m etcdMember) featureGates() string {
+	gates := corruptionChecks
+	for _, a := range m.ExtraArgs {
+		if g, ok := strings.CutPrefix(a, "--feature-gates="); ok {
+			gates += "," + g
+		}
+	}
+	return gates
+}
+
+// compactionNote says how etcd compacts, for the log.
+func (m etcdMember) compactionNote() string {
+	switch r := m.CompactionRetention; {
+	case r == "" || r == "0":
+		return "left to the clients"
+	case m.CompactionMode == seed.CompactionRevision:
+		return "by revision, keeping the last " + r + " revisions"
+	default:
+		return "periodic, keeping " + r + " of history"
+	}
+}
+
+// tuningNote lists the seed's other etcd settings for the log, "" when
+// there are none.
+func (m etcdMember) tuningNote() string {
+	var notes []string
+	if m.LogLevel != "" {
+		notes = append(notes, "log level "+m.LogLevel)
+	}
+	if m.MetricsPort > 0 {
+		notes = append(notes, "metrics on http://"+hostPort(m.ListenIP, m.MetricsPort))
+	}
+	if len(m.ExtraArgs) > 0 {
+		notes = append(notes, "extra flags "+strings.Join(m.ExtraArgs, " "))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
 }
 
 // hasData reports whether etcd's data dir holds a member already.

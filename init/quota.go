@@ -78,11 +78,3 @@ func size(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
-
-// compactionNote says how etcd compacts, for the log.
-func compactionNote(retention string) string {
-	if retention == "" || retention == "0" {
-		return "left to the clients"
-	}
-	return "periodic, keeping " + retention + " of history"
-}

@@ -40,14 +40,14 @@ func (n *node) startEtcd(ctx context.Context) error {
 	if err := os.MkdirAll(n.member.DataDir, 0o700); err != nil {
 		return err
 	}
-	n.member.CompactionRetention = n.seed.Etcd.AutoCompactionRetention
+	n.member.tune(n.seed.Etcd)
 	dataBytes, dbBytes, err := dataSizes(n.root, n.member.DataDir)
 	if err != nil {
 		n.log.Printf("etcd: %v", err)
 	}
 	var why string
 	n.member.QuotaBytes, why = backendQuota(n.seed.Etcd.QuotaBackendBytes, dataBytes, dbBytes)
-	n.log.Printf("etcd: database quota %s (%s); compaction %s; corruption checks on", size(n.member.QuotaBytes), why, compactionNote(n.member.CompactionRetention))
+	n.log.Printf("etcd: database quota %s (%s); compaction %s; corruption checks on%s", size(n.member.QuotaBytes), why, n.member.compactionNote(), n.member.tuningNote())
 	return nil
 }
 
@@ -66,7 +66,7 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 	// etcd logs every refused connection, which anyone who reaches its
 	// ports can cause: repeats are limited before the ring and console
 	// (the removed-member watch still reads every line).
-	out = console.NewLimiter(out)
+	out = console.NewLimiter(m.logFilter(out))
 	sup := &supervise.Supervisor{
 		Name:    "etcd",
 		Path:    n.etcdBin,

@@ -1,6 +1,9 @@
 package seed
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -181,6 +184,92 @@ discovery:
 			yaml: "cluster: demo\napi: {port: 2379}\n" + issuing,
 			want: map[string]string{"api.port": "2379 is also an etcd port"},
 		},
+		{name: "etcd log level, compaction mode, metrics port", yaml: "cluster: demo\netcd: {logLevel: verbose, autoCompactionMode: hourly, metricsPort: 70000}\n" + issuing,
+			want: map[string]string{"etcd.logLevel": `"verbose": want one of debug, info, warn, error, panic, fatal`,
+				"etcd.autoCompactionMode": `"hourly": want periodic or revision`, "etcd.metricsPort": "port 70000 out of range 1-65535"}},
+		{name: "revision compaction without a count", yaml: "cluster: demo\netcd: {autoCompactionMode: revision}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"": in revision mode, want a positive number of revisions`}},
+		{name: "revision compaction by a duration", yaml: "cluster: demo\netcd: {autoCompactionMode: revision, autoCompactionRetention: 1h}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"1h": in revision mode, want a positive number`}},
+		{name: "revision compaction of 0", yaml: "cluster: demo\netcd: {autoCompactionMode: revision, autoCompactionRetention: \"0\"}\n" + issuing,
+			want: map[string]string{"etcd.autoCompactionRetention": `"0": in revision mode`}},
+		{name: "metrics on the client port", yaml: "cluster: demo\netcd: {metricsPort: 2379}\n" + issuing,
+			want: map[string]string{"etcd.metricsPort": "2379 is also the client, peer or node API port"}},
+		{name: "metrics on the peer port", yaml: "cluster: demo\netcd: {peerPort: 3000, metricsPort: 3000}\n" + issuing,
+			want: map[string]string{"etcd.metricsPort": "3000 is also the client, peer or node API port"}},
+		{name: "metrics on the node API port", yaml: "cluster: demo\netcd: {metricsPort: 9379}\n" + issuing,
+			want: map[string]string{"etcd.metricsPort": "9379 is also the client, peer or node API port"}},
+		{
+			name: "extra etcd flags that undo TLS or that etcdbox owns",
+			yaml: "cluster: demo\netcd:\n  extraArgs:\n" + listOf(
+				"--client-cert-auth=false", "--peer-client-cert-auth=false", "--auto-tls=true", "--peer-auto-tls=true",
+				"--tls-min-version=TLS1.2", "--cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA", "--discovery-insecure-transport=true",
+				"--listen-client-urls=http://0.0.0.0:2379", "--trusted-ca-file=/tmp/ca.crt", "--name=x", "--data-dir=/tmp",
+				"--initial-cluster=a=http://a:2380", "--quota-backend-bytes=1", "--log-level=debug", "--auto-compaction-retention=1",
+				"--listen-metrics-urls=http://0.0.0.0:2381", "--unsafe-no-fsync=true", "--force-new-cluster=true",
+				"--peer-cert-allowed-cn=x", "--enable-pprof=true", "--heartbeat-intervall=100", "--logger=zap") + issuing,
+			want: map[string]string{
+				"etcd.extraArgs[0]":  "--client-cert-auth: would weaken TLS or client-certificate auth",
+				"etcd.extraArgs[1]":  "--peer-client-cert-auth: would weaken TLS",
+				"etcd.extraArgs[2]":  "--auto-tls: would weaken TLS",
+				"etcd.extraArgs[3]":  "--peer-auto-tls: would weaken TLS",
+				"etcd.extraArgs[4]":  "--tls-min-version: would weaken TLS",
+				"etcd.extraArgs[5]":  "--cipher-suites: would weaken TLS",
+				"etcd.extraArgs[6]":  "--discovery-insecure-transport: would weaken TLS",
+				"etcd.extraArgs[7]":  "--listen-client-urls: etcdbox sets this flag itself",
+				"etcd.extraArgs[8]":  "--trusted-ca-file: would weaken TLS",
+				"etcd.extraArgs[9]":  "--name: etcdbox sets this flag itself",
+				"etcd.extraArgs[10]": "--data-dir: etcdbox sets this flag itself",
+				"etcd.extraArgs[11]": "--initial-cluster: etcdbox sets this flag itself",
+				"etcd.extraArgs[12]": "--quota-backend-bytes: has its own key: etcd.quotaBackendBytes",
+				"etcd.extraArgs[13]": "--log-level: has its own key: etcd.logLevel",
+				"etcd.extraArgs[14]": "--auto-compaction-retention: has its own key: etcd.autoCompactionRetention",
+				"etcd.extraArgs[15]": "--listen-metrics-urls: has its own key: etcd.metricsPort",
+				"etcd.extraArgs[16]": "--unsafe-no-fsync: unsafe",
+				"etcd.extraArgs[17]": "--force-new-cluster: unsafe",
+				"etcd.extraArgs[18]": "--peer-cert-allowed-cn: would weaken TLS",
+				"etcd.extraArgs[19]": "--enable-pprof: would weaken TLS",
+				"etcd.extraArgs[20]": "--heartbeat-intervall: not one of the tuning flags etcdbox passes to etcd (README, Seed) (did you mean --heartbeat-interval?)",
+				"etcd.extraArgs[21]": "--logger: etcdbox sets this flag itself",
+			},
+		},
+		{
+			name: "extra etcd flags of the wrong form or value, or twice",
+			yaml: "cluster: demo\netcd:\n  extraArgs:\n" + listOf(
+				"--snapshot-count=0", "max-txn-ops=10", "--memory-mlock", "--max-request-bytes=1MiB", "--grpc-keepalive-timeout=5",
+				"--metrics=all", "--pre-vote=yes", "--snapshot-count=100", "--feature-gates=InitialCorruptCheck=false",
+				"--feature-gates=AllAlpha=true", "-----BEGIN PRIVATE KEY-----", "--max-wals="+strings.Repeat("9", 300)) + issuing,
+			want: map[string]string{
+				"etcd.extraArgs[0]":  `--snapshot-count="0": want a positive whole number`,
+				"etcd.extraArgs[1]":  `"max-txn-ops=10": want --name=value`,
+				"etcd.extraArgs[2]":  `"--memory-mlock": want --name=value (booleans too: --memory-mlock=true)`,
+				"etcd.extraArgs[3]":  `--max-request-bytes="1MiB": want a whole number`,
+				"etcd.extraArgs[4]":  `--grpc-keepalive-timeout="5": want a duration such as 500ms or 10s`,
+				"etcd.extraArgs[5]":  `--metrics="all": want one of basic, extensive`,
+				"etcd.extraArgs[6]":  `--pre-vote="yes": want true or false`,
+				"etcd.extraArgs[7]":  "--snapshot-count already given by etcd.extraArgs[0]",
+				"etcd.extraArgs[8]":  "InitialCorruptCheck: etcdbox turns this gate on itself",
+				"etcd.extraArgs[9]":  "--feature-gates already given by etcd.extraArgs[8]",
+				"etcd.extraArgs[10]": `"<PEM text of 27 bytes, not shown>": want --name=value`,
+				"etcd.extraArgs[11]": "… (311 bytes)\": longer than 256 bytes",
+			},
+		},
+		{name: "long unknown flag name", yaml: "cluster: demo\netcd: {extraArgs: [--" + strings.Repeat("a", 100) + "=1]}\n" + issuing,
+			want: map[string]string{"etcd.extraArgs[0]": "--" + strings.Repeat("a", 48) + "… (100 bytes): not one of the tuning flags"}},
+		{name: "unknown feature gate", yaml: "cluster: demo\netcd: {extraArgs: [--feature-gates=AllAlpha=true]}\n" + issuing,
+			want: map[string]string{"etcd.extraArgs[0]": `--feature-gates="AllAlpha=true": want Gate=true|false pairs, the gates among FastLeaseKeepAlive,`}},
+		{name: "election timeout under 5 heartbeats", yaml: "cluster: demo\netcd: {extraArgs: [--heartbeat-interval=300]}\n" + issuing,
+			want: map[string]string{"etcd.extraArgs": "--election-timeout 1000 ms: want at least 5 times --heartbeat-interval (300 ms)"}},
+		{name: "election timeout too long", yaml: "cluster: demo\netcd: {extraArgs: [--election-timeout=60000]}\n" + issuing,
+			want: map[string]string{"etcd.extraArgs": "--election-timeout 60000 ms: at most 50000"}},
+		{name: "too many extra etcd flags", yaml: "cluster: demo\netcd:\n  extraArgs:\n" + listOf(slices.Repeat([]string{"--max-wals=5"}, 33)...) + issuing,
+			want: func() map[string]string {
+				m := map[string]string{"etcd.extraArgs": "33 flags: at most 32"}
+				for i := 1; i < 33; i++ {
+					m[fmt.Sprintf("etcd.extraArgs[%d]", i)] = "--max-wals already given by etcd.extraArgs[0]"
+				}
+				return m
+			}()},
 		{name: "caKey without caCert", yaml: "cluster: demo\n" + pkiWith("caKey", f.caKey), want: map[string]string{"pki": "caKey without caCert"}},
 		{
 			name: "node CA of another root, key of another CA, bad lifetime",
@@ -273,4 +362,13 @@ discovery:
 			assert.NotContains(t, err.Error(), "\n", "one line for the console")
 		})
 	}
+}
+
+// listOf is a YAML block list of strs under a key indented by 2.
+func listOf(strs ...string) string {
+	var b strings.Builder
+	for _, s := range strs {
+		b.WriteString("    - " + strconv.Quote(s) + "\n")
+	}
+	return b.String()
 }

@@ -150,13 +150,33 @@ func (k PKI) LeafLife() time.Duration {
 type Etcd struct {
 	ClientPort int `json:"clientPort,omitempty"`
 	PeerPort   int `json:"peerPort,omitempty"`
-	// AutoCompactionRetention is the history etcd keeps: it compacts
-	// periodically, keeping this window (a duration, "30m", "2h";
-	// default 1h). "0" turns etcd's own compaction off, for clients
-	// that compact themselves, as kube-apiserver does. Without any
-	// compaction etcd's history grows until the quota, and the NOSPACE
-	// alarm makes the cluster read-only.
+	// AutoCompactionMode is etcd's --auto-compaction-mode: periodic
+	// (also when empty) or revision.
+	AutoCompactionMode string `json:"autoCompactionMode,omitempty"`
+	// AutoCompactionRetention is the history etcd keeps. Periodic: it
+	// compacts periodically, keeping this window (a duration, "30m",
+	// "2h"; default 1h); "0" turns etcd's own compaction off, for
+	// clients that compact themselves, as kube-apiserver does. Revision:
+	// it keeps this many revisions (a positive integer, required).
+	// Without any compaction etcd's history grows until the quota, and
+	// the NOSPACE alarm makes the cluster read-only.
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+	// LogLevel is the least level of etcd's log that the node keeps and
+	// shows (debug, info, warn, error, panic, fatal; default info). etcd
+	// itself logs at info (debug for debug), since the init reads some
+	// of its info and warn entries (member.RemovedWatch); the init drops
+	// the lines below LogLevel.
+	LogLevel string `json:"logLevel,omitempty"`
+	// MetricsPort, when set, makes etcd serve /metrics, /health, /livez
+	// and /readyz on plain HTTP on this port (--listen-metrics-urls),
+	// on the node's listen address, for a scraper on the network (the
+	// node has none of its own). Read-only, and no keys or values; the
+	// client port still serves them behind mutual TLS.
+	MetricsPort int `json:"metricsPort,omitempty"`
+	// ExtraArgs are more etcd flags, each "--name=value", from a list
+	// of tuning flags (ExtraArgFlags); at most MaxExtraArgs, each at most
+	// MaxExtraArgLen bytes, none twice.
+	ExtraArgs []string `json:"extraArgs,omitempty"`
 	// QuotaBackendBytes caps etcd's database. Unset, each node sizes it
 	// to its DATA partition: 40% of it, at most 8 GiB, so that the disk
 	// keeps room for the WAL, snapshots and a defragmentation's copy.
@@ -363,7 +383,8 @@ func (s *Seed) ApplyDefaults() {
 	if s.Discovery.InitialSize == 0 {
 		s.Discovery.InitialSize = max(len(s.Discovery.Peers), 1)
 	}
-	if s.Etcd.AutoCompactionRetention == "" {
+	// An empty mode is periodic; revision mode has no default retention.
+	if s.Etcd.AutoCompactionRetention == "" && s.Etcd.AutoCompactionMode != CompactionRevision {
 		s.Etcd.AutoCompactionRetention = DefaultAutoCompactionRetention
 	}
 	s.Upgrade.Tries = or(s.Upgrade.Tries, DefaultTries)

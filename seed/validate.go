@@ -35,6 +35,7 @@ func (s *Seed) Validate() error {
 	p.port("etcd.clientPort", s.Etcd.ClientPort)
 	p.port("etcd.peerPort", s.Etcd.PeerPort)
 	p.port("api.port", s.API.Port)
+	p.port("etcd.metricsPort", s.Etcd.MetricsPort)
 	p.upgrade(&s.Upgrade)
 	p.etcd(&s.Etcd)
 	p.backup(&s.Backup)
@@ -52,6 +53,9 @@ func (s *Seed) Validate() error {
 	}
 	if api == client || api == peer {
 		p.add("api.port", "%d is also an etcd port", api)
+	}
+	if m := s.Etcd.MetricsPort; m != 0 && (m == client || m == peer || m == api) {
+		p.add("etcd.metricsPort", "%d is also the client, peer or node API port", m)
 	}
 	return p.err()
 }
@@ -375,21 +379,6 @@ func (p *problems) upgrade(u *Upgrade) {
 	}
 	if u.GateSeconds > 0 && u.SettleSeconds >= u.GateSeconds {
 		p.add("upgrade", "settleSeconds %d must be shorter than gateSeconds %d", u.SettleSeconds, u.GateSeconds)
-	}
-}
-
-func (p *problems) etcd(e *Etcd) {
-	if r := e.AutoCompactionRetention; r != "" && r != "0" {
-		d, err := time.ParseDuration(r)
-		switch {
-		case err != nil:
-			p.add("etcd.autoCompactionRetention", "%q: want a duration such as 30m or 2h, or 0 for no compaction by etcd", r)
-		case d < MinAutoCompactionRetention:
-			p.add("etcd.autoCompactionRetention", "%q: shorter than %s", r, MinAutoCompactionRetention)
-		}
-	}
-	if q := e.QuotaBackendBytes; q != 0 && (q < MinQuotaBackendBytes || q > MaxQuotaBackendBytes) {
-		p.add("etcd.quotaBackendBytes", "%d: want %d (64 MiB) to %d (64 GiB), or unset to size it to DATA", q, int64(MinQuotaBackendBytes), int64(MaxQuotaBackendBytes))
 	}
 }
 

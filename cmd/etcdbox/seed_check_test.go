@@ -42,6 +42,17 @@ func TestSeedExampleAndCheck(t *testing.T) {
 	require.NoError(t, err, "the example with a real CA is a good seed:\n%s", good)
 	assert.Equal(t, "etcd.example.internal", s.Discovery.SRV)
 	assert.Equal(t, 3, s.Discovery.InitialSize)
+	// Its commented etcd settings are good too, once uncommented.
+	tuned := good
+	for _, key := range []string{"autoCompactionMode", "logLevel", "metricsPort", "extraArgs"} {
+		tuned = strings.Replace(tuned, "# "+key, key, 1)
+	}
+	tuned = strings.ReplaceAll(tuned, "#   - --", "  - --")
+	tuned = strings.Replace(tuned, "autoCompactionRetention: 1h", `autoCompactionRetention: "10000"`, 1)
+	s, err = seed.Parse([]byte(tuned))
+	require.NoError(t, err, "the example's etcd settings:\n%s", tuned)
+	assert.Equal(t, seed.Etcd{ClientPort: 2379, PeerPort: 2380, AutoCompactionMode: "revision", AutoCompactionRetention: "10000",
+		LogLevel: "warn", MetricsPort: 2381, ExtraArgs: []string{"--heartbeat-interval=250", "--election-timeout=2500"}}, s.Etcd)
 
 	dir := t.TempDir()
 	p := filepath.Join(dir, "seed.yaml")
