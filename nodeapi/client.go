@@ -4,21 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/etcdbox/etcdbox/pki"
 )
 
 // Error is an error answer from a node: its HTTP status and the message of
@@ -109,24 +107,8 @@ func ParseEndpoint(endpoint string) (string, error) {
 
 // AdminTLS loads the client side of the node API's mutual TLS from pkiDir:
 // the cluster CA (ca.crt) as the only trusted root, and the admin
-// certificate (admin.crt, admin.key).
-func AdminTLS(pkiDir string) (*tls.Config, error) {
-	certPath, keyPath := filepath.Join(pkiDir, pki.AdminCertFile), filepath.Join(pkiDir, pki.AdminKeyFile)
-	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("load admin certificate %s: %w", certPath, err)
-	}
-	caPath := filepath.Join(pkiDir, pki.CACertFile)
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return nil, fmt.Errorf("load cluster CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("load cluster CA %s: no certificate", caPath)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
-}
+// certificate (admin.crt, admin.key); AdminFiles(pkiDir).Config().
+func AdminTLS(pkiDir string) (*tls.Config, error) { return AdminFiles(pkiDir).Config() }
 
 // Endpoint returns the node's endpoint in canonical form.
 func (c *Client) Endpoint() string { return c.endpoint }
@@ -398,11 +380,15 @@ func (c *Client) roundTrip(ctx context.Context, method, u string, body any, want
 	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req, stage := traced(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		// url.Error repeats the method and URL that do adds.
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			return ue.Err
+			err = ue.Err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer %s: %w", stage(), err)
 		}
 		return err
 	}
@@ -453,4 +439,20 @@ func readError(resp *http.Response) error {
 		msg = "no message"
 	}
 	return &Error{StatusCode: resp.StatusCode, Message: msg}
+}
+
+// traced adds a trace to req that follows the request's stages; stage
+// says where it is ("while connecting", "in the TLS handshake", ...), for
+// a request that ran out of time.
+func traced(req *http.Request) (*http.Request, func() string) {
+	var mu sync.Mutex
+	at := "while connecting"
+	set := func(s string) { mu.Lock(); at = s; mu.Unlock() }
+	trace := &httptrace.ClientTrace{
+		ConnectStart:      func(string, string) { set("while connecting") },
+		TLSHandshakeStart: func() { set("in the TLS handshake (connected)") },
+		GotConn:           func(httptrace.GotConnInfo) { set("while sending the request") },
+		WroteRequest:      func(httptrace.WroteRequestInfo) { set("while waiting for the answer (request sent)") },
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), func() string { mu.Lock(); defer mu.Unlock(); return at }
 }

@@ -40,7 +40,7 @@ every node keeps, and fetch one to a file, verified again on arrival.`,
 // nodeClients calls do with a client of each target's API, in order,
 // until do returns false; a target that cannot be asked goes to skip.
 func (f *nodeFlags) each(ctx context.Context, do func(name string, c *nodeapi.Client) bool, skip func(name string, err error)) error {
-	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
+	targets, files, err := nodeTargets(f.dir, f.tls, f.endpoints)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (f *nodeFlags) each(ctx context.Context, do func(name string, c *nodeapi.Cl
 			skip(t.name, t.err)
 			continue
 		}
-		c, err := nodeapi.NewClient(t.endpoint, pkiDir)
+		c, err := nodeapi.NewClientFiles(t.endpoint, files)
 		if err != nil {
 			skip(t.name, err)
 			continue

@@ -26,7 +26,7 @@ func newBootstrapCmd() *cobra.Command {
 	var (
 		endpoints []string
 		dir       string
-		pkiDir    string
+		tf        tlsFlags
 		without   []string
 		timeout   time.Duration
 	)
@@ -50,16 +50,13 @@ formed.`,
 			if len(without) == 0 {
 				return errors.New("--without is required: the expected initial members to form without")
 			}
-			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			targets, files, err := nodeTargets(dir, tf, endpoints)
 			if err != nil {
 				return err
 			}
 			// With --dir, the left-out nodes are not asked: they may not run.
 			targets = dropTargets(targets, without)
-			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-				return err
-			}
-			results := formWithout(cmd.Context(), targets, pkiDir, without, timeout)
+			results := formWithout(cmd.Context(), targets, files, without, timeout)
 			return printBootstrap(cmd.OutOrStdout(), results, without)
 		},
 	}
@@ -67,7 +64,7 @@ formed.`,
 	f.StringSliceVar(&without, "without", nil, "expected initial members to form the cluster without, comma-separated")
 	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints of the members that form, comma-separated (https://host:port)")
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	tf.add(cmd)
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for each node")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
@@ -90,9 +87,9 @@ func dropTargets(targets []statusTarget, names []string) []statusTarget {
 }
 
 // formWithout asks every target at once, each within timeout.
-func formWithout(ctx context.Context, targets []statusTarget, pkiDir string, without []string, timeout time.Duration) []bootstrapResult {
+func formWithout(ctx context.Context, targets []statusTarget, files nodeapi.TLSFiles, without []string, timeout time.Duration) []bootstrapResult {
 	results := make([]bootstrapResult, len(targets))
-	errs := askEach(ctx, targets, pkiDir, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
+	errs := askEach(ctx, targets, files, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
 		results[i].formation, err = c.FormWithout(ctx, without)
 		return err
 	})

@@ -14,6 +14,7 @@ import (
 
 func newClusterStatusCmd() *cobra.Command {
 	var dir, output string
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status --dir DIR",
 		Short: "Show each node's VM state, member ID, role, leadership, health and boot slot",
@@ -26,7 +27,7 @@ func newClusterStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			rows, err := c.Status(ctx)
 			if err != nil {
@@ -41,6 +42,7 @@ func newClusterStatusCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the nodes' answers")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }

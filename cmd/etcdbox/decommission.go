@@ -19,7 +19,7 @@ func newDecommissionCmd() *cobra.Command {
 	var (
 		endpoints []string
 		dir       string
-		pkiDir    string
+		tf        tlsFlags
 		reason    string
 		timeout   time.Duration
 	)
@@ -37,27 +37,25 @@ says why. Wipe its DATA to bring it back as a new member.
 
 --dir finds NODE in a local cluster's DIR/state.json; --endpoints names
 node APIs (https://host:port, default port 9379) and the one whose status
-names NODE is asked.`,
+names NODE is asked (each within --timeout, at most 10s). --timeout
+bounds the node's answer to the decommission.`,
 		Example: `  etcdbox decommission n5 --dir run/ --reason "scale 5 -> 3"
   etcdbox decommission n5 --endpoints 10.0.0.15 --pki pki/`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
-			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			targets, files, err := nodeTargets(dir, tf, endpoints)
 			if err != nil {
 				return err
 			}
-			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-				return err
-			}
-			endpoint, err := findNode(cmd.Context(), node, targets, pkiDir, dir != "")
+			endpoint, err := findNode(cmd.Context(), node, targets, files, dir != "", min(timeout, 10*time.Second))
 			if err != nil {
 				return err
 			}
 			if reason == "" {
 				reason = "etcdbox decommission by " + rollBy()
 			}
-			c, err := nodeapi.NewClient(endpoint, pkiDir)
+			c, err := nodeapi.NewClientFiles(endpoint, files)
 			if err != nil {
 				return err
 			}
@@ -65,7 +63,7 @@ names NODE is asked.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			d, err := c.Decommission(ctx, node, reason)
-			if err != nil {
+			if err = withinTimeout(ctx, err, timeout); err != nil {
 				return fmt.Errorf("decommission %s: %w", node, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: member %s removed at %s; tombstone %s; the node powers off\n",
@@ -76,7 +74,7 @@ names NODE is asked.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	tf.add(cmd)
 	f.StringVar(&reason, "reason", "", "why, recorded in the node's tombstone (default: who ran the command)")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the node's answer")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
@@ -86,7 +84,7 @@ names NODE is asked.`,
 
 // findNode returns the node API endpoint of the node called name: by its
 // name in state.json (byName), else by asking each endpoint's status.
-func findNode(ctx context.Context, name string, targets []statusTarget, pkiDir string, byName bool) (string, error) {
+func findNode(ctx context.Context, name string, targets []statusTarget, files nodeapi.TLSFiles, byName bool, timeout time.Duration) (string, error) {
 	var names []string
 	if byName {
 		for _, t := range targets {
@@ -101,7 +99,7 @@ func findNode(ctx context.Context, name string, targets []statusTarget, pkiDir s
 		return "", fmt.Errorf("no node %s in the cluster; its nodes are %s", name, strings.Join(names, ", "))
 	}
 	var problems []string
-	for _, r := range queryStatus(ctx, targets, pkiDir, 10*time.Second) {
+	for _, r := range queryStatus(ctx, targets, files, timeout) {
 		switch {
 		case r.err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", r.target.endpoint, r.err))

@@ -15,16 +15,20 @@ const (
 	envEndpoints = "ETCDBOX_ENDPOINTS" // --endpoints
 	envDir       = "ETCDBOX_DIR"       // --dir, a local cluster's directory
 	envPKI       = "ETCDBOX_PKI"       // --pki, the directory of etcdbox pki init
+	envCACert    = "ETCDBOX_CACERT"    // --cacert, with ETCDBOX_CERT and ETCDBOX_KEY instead of ETCDBOX_PKI
+	envCert      = "ETCDBOX_CERT"      // --cert
+	envKey       = "ETCDBOX_KEY"       // --key
 )
 
 // envExempt are the commands whose --dir is not a cluster's directory.
 var envExempt = map[string]bool{"etcdbox pki init": true, "etcdbox cluster net": true}
 
-// applyEnv sets cmd's --endpoints, --dir and --pki from the environment
-// when the command line gives none of them. --endpoints and --dir name
-// the target, so a target given on the command line (--endpoints,
-// --etcd-endpoints or --dir) keeps every variable of the other kind out,
-// and both variables set at once is a usage error.
+// applyEnv sets cmd's --endpoints, --dir and --pki (or --cacert, --cert
+// and --key) from the environment when the command line gives none of
+// them, then checks the TLS flags' combination (checkTLSFlags).
+// --endpoints and --dir name the target, so a target given on the command
+// line (--endpoints, --etcd-endpoints or --dir) keeps every variable of
+// the other kind out, and both variables set at once is a usage error.
 func applyEnv(cmd *cobra.Command) error {
 	fl := cmd.Flags()
 	has := func(name string) bool { return fl.Lookup(name) != nil }
@@ -51,10 +55,10 @@ func applyEnv(cmd *cobra.Command) error {
 			}
 		}
 	}
-	// --pki defaults to DIR/pki with --dir; the variable is for the
+	// --pki defaults to DIR/pki with --dir; the variables are for the
 	// other targets.
-	if os.Getenv(envPKI) != "" && has("pki") && !given("pki") && !given("dir") {
-		return set("pki", envPKI)
+	if err := applyTLSEnv(cmd, set); err != nil {
+		return err
 	}
-	return nil
+	return checkTLSFlags(cmd)
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,9 +19,9 @@ import (
 
 func init() { commands = append(commands, newAlarmCmd, newDefragCmd, newMaintainCmd) }
 
-// maintenance connects to the cluster the flags name.
-func maintenance(cmd *cobra.Command, f etcdFlags) (*rollout.Maintenance, func(), error) {
-	cli, r, err := dialEtcd(f)
+// maintenance connects to the cluster the flags name, within ctx.
+func maintenance(ctx context.Context, cmd *cobra.Command, f etcdFlags) (*rollout.Maintenance, func(), error) {
+	cli, r, err := dialEtcd(ctx, f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,14 +121,14 @@ differs, and replace that member.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "no %s alarm was raised\n", strings.ToUpper(typ))
 			}
 			return nil
-		})
+		}, 30*time.Second)
 	cmd.Flags().StringVar(&typ, "type", "nospace", "the alarms to clear: nospace or corrupt")
 	return cmd
 }
 
 // maintenanceCmd is a verb that runs step on the Maintenance of the
-// cluster its flags name.
-func maintenanceCmd(use, short, long, example string, step func(*cobra.Command, *rollout.Maintenance) error) *cobra.Command {
+// cluster its flags name, within --timeout (default timeout).
+func maintenanceCmd(use, short, long, example string, step func(*cobra.Command, *rollout.Maintenance) error, timeout time.Duration) *cobra.Command {
 	var f etcdFlags
 	cmd := &cobra.Command{
 		Use: use + " " + etcdTargetUse, Short: short, Long: long, Example: example,
@@ -136,18 +138,23 @@ func maintenanceCmd(use, short, long, example string, step func(*cobra.Command, 
 		},
 	}
 	addEtcdFlags(cmd, &f)
+	setDefaultTimeout(cmd, timeout)
 	return cmd
 }
 
 // withMaintenance connects to the cluster f names, runs fn on it, and
-// closes the connection.
+// closes the connection, all within --timeout: fn's steps take
+// cmd.Context(), which carries it.
 func withMaintenance(cmd *cobra.Command, f etcdFlags, fn func(*rollout.Maintenance) error) error {
-	m, done, err := maintenance(cmd, f)
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	cmd.SetContext(ctx)
+	m, done, err := maintenance(ctx, cmd, f)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return fn(m)
+	return etcdFailed(ctx, fn(m), m.Endpoints, f.timeout)
 }
 
 func newDefragCmd() *cobra.Command {
@@ -157,7 +164,7 @@ database back to the disk. A member is blocked while it defragments, so
 they go one at a time, the leader last, and each only once every member
 answers and one leads; it stops at the first member that does not.`,
 		"  etcdbox defrag --dir run/cluster",
-		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Defrag(cmd.Context()) })
+		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Defrag(cmd.Context()) }, 10*time.Minute)
 }
 
 func newMaintainCmd() *cobra.Command {
@@ -170,5 +177,5 @@ the live data itself fills the quota it says so and leaves the alarm
 raised: raise the seed's etcd.quotaBackendBytes, or delete keys. A
 CORRUPT alarm stops it before it changes anything.`,
 		"  etcdbox maintain --dir run/cluster",
-		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Maintain(cmd.Context()) })
+		func(cmd *cobra.Command, m *rollout.Maintenance) error { return m.Maintain(cmd.Context()) }, 30*time.Minute)
 }

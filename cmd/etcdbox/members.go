@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,7 +30,8 @@ type etcdFlags struct {
 	endpoints     []string
 	etcdEndpoints []string
 	dir           string
-	pkiDir        string
+	tls           tlsFlags
+	timeout       time.Duration // bounds the whole verb: connecting and every request
 }
 
 func addEtcdFlags(cmd *cobra.Command, f *etcdFlags) {
@@ -36,40 +39,37 @@ func addEtcdFlags(cmd *cobra.Command, f *etcdFlags) {
 	fl.StringSliceVar(&f.endpoints, "endpoints", nil, "node API endpoints, comma-separated (etcd is reached on their hosts at port 2379)")
 	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, comma-separated (instead of --endpoints' hosts)")
 	fl.StringVar(&f.dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	fl.StringVar(&f.pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	f.tls.add(cmd)
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long the command may take: connecting to etcd and every request")
 	cmd.MarkFlagsOneRequired("endpoints", "etcd-endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("etcd-endpoints", "dir")
 }
 
 // etcdTargets returns etcd's client URLs as this host reaches them and
-// the directory of the admin certificate.
-func etcdTargets(f etcdFlags) ([]string, string, error) {
-	pkiDir := f.pkiDir
+// the files of the admin certificate.
+func etcdTargets(f etcdFlags) ([]string, nodeapi.TLSFiles, error) {
 	var eps []string
 	switch {
 	case f.dir != "":
 		st, err := cluster.ReadState(f.dir)
 		if err != nil {
 			if errors.Is(err, cluster.ErrNoCluster) {
-				return nil, "", fmt.Errorf("%w; use --endpoints for nodes that etcdbox cluster did not start", err)
+				return nil, nodeapi.TLSFiles{}, fmt.Errorf("%w; use --endpoints for nodes that etcdbox cluster did not start", err)
 			}
-			return nil, "", err
+			return nil, nodeapi.TLSFiles{}, err
 		}
 		if len(st.Nodes) == 0 {
-			return nil, "", fmt.Errorf("%s lists no nodes", filepath.Join(f.dir, cluster.StateFile))
+			return nil, nodeapi.TLSFiles{}, fmt.Errorf("%s lists no nodes", filepath.Join(f.dir, cluster.StateFile))
 		}
 		for _, n := range st.Nodes {
 			eps = append(eps, n.Endpoint())
-		}
-		if pkiDir == "" {
-			pkiDir = filepath.Join(f.dir, cluster.PKIDir)
 		}
 	case len(f.etcdEndpoints) > 0:
 		for _, e := range f.etcdEndpoints {
 			u, err := url.Parse(e)
 			if err != nil || u.Scheme != "https" || u.Host == "" {
-				return nil, "", fmt.Errorf("etcd endpoint %q: want https://host:port", e)
+				return nil, nodeapi.TLSFiles{}, fmt.Errorf("etcd endpoint %q: want https://host:port", e)
 			}
 			eps = append(eps, e)
 		}
@@ -77,28 +77,29 @@ func etcdTargets(f etcdFlags) ([]string, string, error) {
 		for _, e := range f.endpoints {
 			u, err := nodeapi.ParseEndpoint(e)
 			if err != nil {
-				return nil, "", err
+				return nil, nodeapi.TLSFiles{}, err
 			}
 			pu, _ := url.Parse(u)
 			eps = append(eps, "https://"+net.JoinHostPort(pu.Hostname(), "2379"))
 		}
 	}
-	if pkiDir == "" {
-		return nil, "", errors.New("--pki is required without --dir: the directory of ca.crt, admin.crt and admin.key")
-	}
-	return eps, pkiDir, nil
+	files, _, err := f.tls.resolve(f.dir)
+	return eps, files, err
 }
 
 // dialEtcd connects to the cluster the flags name, with the admin
-// certificate.
-func dialEtcd(f etcdFlags) (*clientv3.Client, rollout.Removal, error) {
-	eps, pkiDir, err := etcdTargets(f)
+// certificate, once an endpoint answers within ctx (probeEtcd).
+func dialEtcd(ctx context.Context, f etcdFlags) (*clientv3.Client, rollout.Removal, error) {
+	eps, files, err := etcdTargets(f)
 	if err != nil {
 		return nil, rollout.Removal{}, err
 	}
-	tc, err := nodeapi.AdminTLS(pkiDir)
+	tc, err := files.Config()
 	if err != nil {
 		return nil, rollout.Removal{}, err
+	}
+	if err := probeEtcd(ctx, eps, tc); err != nil {
+		return nil, rollout.Removal{}, withinTimeout(ctx, err, f.timeout)
 	}
 	cli, err := rollout.Dial(eps, tc)
 	if err != nil {
@@ -140,14 +141,16 @@ func newMembersListCmd() *cobra.Command {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q: want table or json", output)
 			}
-			cli, r, err := dialEtcd(f)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			cli, r, err := dialEtcd(ctx, f)
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
-			ms, err := rollout.ObserveMembers(cmd.Context(), cli, r.Endpoints)
+			ms, err := rollout.ObserveMembers(ctx, cli, r.Endpoints)
 			if err != nil {
-				return err
+				return etcdFailed(ctx, err, r.Endpoints, f.timeout)
 			}
 			if output == "json" {
 				return printMembersJSON(cmd.OutOrStdout(), ms)
@@ -178,23 +181,33 @@ decommission). Remove a node that is gone for good, or power it off first.`,
 		Example: `  etcdbox members remove n3 --dir run/`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cli, r, err := dialEtcd(f)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			cli, r, err := dialEtcd(ctx, f)
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
 			out := cmd.OutOrStdout()
 			r.Logf = lineLogger(out)
-			m, err := r.Remove(cmd.Context(), args[0])
+			m, err := r.Remove(ctx, args[0])
 			if err != nil {
-				return fmt.Errorf("remove %s: %w", args[0], err)
+				return fmt.Errorf("remove %s: %w", args[0], etcdFailed(ctx, err, r.Endpoints, f.timeout))
 			}
 			fmt.Fprintf(out, "removed member %s (%s)\n", orDefault(m.Name, "-"), strconv.FormatUint(m.ID, 16))
 			return nil
 		},
 	}
 	addEtcdFlags(cmd, &f)
+	setDefaultTimeout(cmd, time.Minute)
 	return cmd
+}
+
+// setDefaultTimeout gives cmd's --timeout another default.
+func setDefaultTimeout(cmd *cobra.Command, d time.Duration) {
+	fl := cmd.Flags().Lookup("timeout")
+	_ = fl.Value.Set(d.String())
+	fl.DefValue = fl.Value.String()
 }
 
 // memberRow is one member as list prints it.

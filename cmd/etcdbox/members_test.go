@@ -29,7 +29,7 @@ func TestMembersFlags(t *testing.T) {
 	}{
 		{"no cluster named", []string{"members", "list"}, "at least one of the flags in the group [endpoints etcd-endpoints dir] is required"},
 		{"endpoints and dir", []string{"members", "list", "--endpoints", "a", "--dir", "d"}, "none of the others can be"},
-		{"no pki", []string{"members", "list", "--endpoints", "a"}, "--pki is required without --dir"},
+		{"no pki", []string{"members", "list", "--endpoints", "a"}, "--pki is required with --endpoints, or --cacert, --cert and --key"},
 		{"bad etcd endpoint", []string{"members", "list", "--etcd-endpoints", "http://a:2379", "--pki", pkiDir}, `etcd endpoint "http://a:2379": want https://host:port`},
 		{"bad output", []string{"members", "list", "--etcd-endpoints", "https://a:2379", "--pki", pkiDir, "-o", "yaml"}, `-o "yaml": want table or json`},
 		{"no cluster dir", []string{"members", "list", "--dir", t.TempDir()}, "use --endpoints"},

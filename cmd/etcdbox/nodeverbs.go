@@ -17,7 +17,7 @@ func init() { commands = append(commands, newLogsCmd, newRebootCmd) }
 type nodeFlags struct {
 	endpoints []string
 	dir       string
-	pkiDir    string
+	tls       tlsFlags
 	timeout   time.Duration
 }
 
@@ -25,7 +25,7 @@ func (f *nodeFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port); the one whose status names NODE is asked")
 	fl.StringVar(&f.dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	fl.StringVar(&f.pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	f.tls.add(cmd)
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
@@ -46,18 +46,15 @@ func (f *nodeFlags) with(ctx context.Context, node string, do func(context.Conte
 
 // client finds node among the targets and returns a client of its API.
 func (f *nodeFlags) client(ctx context.Context, node string) (*nodeapi.Client, error) {
-	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
+	targets, files, err := nodeTargets(f.dir, f.tls, f.endpoints)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-		return nil, err
-	}
-	endpoint, err := findNode(ctx, node, targets, pkiDir, f.dir != "")
+	endpoint, err := findNode(ctx, node, targets, files, f.dir != "", f.timeout)
 	if err != nil {
 		return nil, err
 	}
-	return nodeapi.NewClient(endpoint, pkiDir)
+	return nodeapi.NewClientFiles(endpoint, files)
 }
 
 func newLogsCmd() *cobra.Command {
@@ -193,7 +190,7 @@ func newRebootCmd() *cobra.Command {
 the node accepted. The node shuts down in order: it hands leadership over
 when it leads, stops etcd, syncs, and reboots into the slot the firmware
 picks (its own, unless an upgrade armed the other). Follow it with
-etcdbox status.`,
+etcdbox status. --timeout bounds finding the node and its answer.`,
 		Example: `  etcdbox reboot n2 --dir run/`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

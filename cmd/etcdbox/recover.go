@@ -18,7 +18,7 @@ func newRecoverCmd() *cobra.Command {
 	var (
 		endpoints []string
 		dir       string
-		pkiDir    string
+		tf        tlsFlags
 		survivor  string
 		timeout   time.Duration
 	)
@@ -46,28 +46,28 @@ answers is a healthy voter. Pick the survivor with the highest revision
 
 The command is fenced by a one-time token derived from the survivor's old
 cluster and member IDs: an interrupted recovery is resumed by the same
-command, and a repeat or a replay once it is done changes nothing.`,
+command, and a repeat or a replay once it is done changes nothing.
+
+--timeout bounds the whole command; the nodes' statuses are asked first,
+each within 10s (or --timeout, when shorter).`,
 		Example: `  etcdbox recover --survivor n3 --dir run/
   etcdbox recover --survivor n3 --endpoints 10.0.0.13 --pki pki/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			targets, files, err := nodeTargets(dir, tf, endpoints)
 			if err != nil {
-				return err
-			}
-			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return runRecover(ctx, cmd.OutOrStdout(), survivor, queryStatus(ctx, targets, pkiDir, 10*time.Second), pkiDir)
+			return runRecover(ctx, cmd.OutOrStdout(), survivor, queryStatus(ctx, targets, files, min(timeout, 10*time.Second)), files)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&survivor, "survivor", "", "the node whose member becomes the new cluster (required)")
 	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	tf.add(cmd)
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the survivor")
 	_ = cmd.MarkFlagRequired("survivor")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
@@ -135,7 +135,7 @@ func isAre(n int) string {
 	return "are"
 }
 
-func runRecover(ctx context.Context, out io.Writer, survivor string, results []statusResult, pkiDir string) error {
+func runRecover(ctx context.Context, out io.Writer, survivor string, results []statusResult, files nodeapi.TLSFiles) error {
 	endpoint, req, err := recoverRequest(survivor, results)
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 			fmt.Fprintf(out, "%s: no answer (%v): assumed gone for good; if it comes back with its data it is refused\n", r.target.name, r.err)
 		}
 	}
-	c, err := nodeapi.NewClient(endpoint, pkiDir)
+	c, err := nodeapi.NewClientFiles(endpoint, files)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 	}
 	if rc.NoOp {
 		fmt.Fprintf(out, "%s: %s\n", survivor, rc.Message)
-		return rejoinOthers(ctx, out, req, results, pkiDir)
+		return rejoinOthers(ctx, out, req, results, files)
 	}
 	fmt.Fprintf(out, "%s: recovery %s: phase %s; cluster %s is left behind\n", survivor, rc.Token, rc.Phase, rc.From)
 	fmt.Fprintf(out, "%s: the survivor's database (revision %d) is kept as %s; its old data dir as %s\n", survivor, rc.Revision, rc.Snapshot, orDefault(rc.Aside, "-"))
@@ -165,7 +165,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 		st, err := c.Status(ctx)
 		if err == nil && st.Member.Healthy && st.Recovery.Phase == nodeapi.RecoveryDone {
 			fmt.Fprintf(out, "%s: serves as the one voter of cluster %s (revisions start %d above %d); nodes with empty disks join it as learners\n", survivor, st.Recovery.To, rc.Bump, rc.Revision)
-			return rejoinOthers(ctx, out, req, results, pkiDir)
+			return rejoinOthers(ctx, out, req, results, files)
 		}
 		select {
 		case <-ctx.Done():
@@ -178,7 +178,7 @@ func runRecover(ctx context.Context, out io.Writer, survivor string, results []s
 // rejoinOthers asks every other node that answered to rejoin: one whose
 // data is a member of the recovered cluster moves it aside and joins the
 // new cluster as a learner; the others say there is nothing to do.
-func rejoinOthers(ctx context.Context, out io.Writer, req nodeapi.RecoverRequest, results []statusResult, pkiDir string) error {
+func rejoinOthers(ctx context.Context, out io.Writer, req nodeapi.RecoverRequest, results []statusResult, files nodeapi.TLSFiles) error {
 	var targets []statusTarget
 	for _, r := range results {
 		if r.err == nil && r.status.Name != req.Survivor {
@@ -188,7 +188,7 @@ func rejoinOthers(ctx context.Context, out io.Writer, req nodeapi.RecoverRequest
 	rejoin := req
 	rejoin.Rejoin = true
 	msgs := make([]string, len(targets))
-	errs := askEach(ctx, targets, pkiDir, time.Minute, func(ctx context.Context, i int, c *nodeapi.Client) error {
+	errs := askEach(ctx, targets, files, time.Minute, func(ctx context.Context, i int, c *nodeapi.Client) error {
 		rc, err := c.Recover(ctx, rejoin)
 		if err == nil {
 			msgs[i] = rc.Message

@@ -81,11 +81,11 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlag
 	token := nodeapi.RestoreToken(st.SHA256)
 	fmt.Fprintf(out, "snapshot %s: revision %d, %d keys, sha256 %s, verified\n", snapshot, st.Revision, st.Keys, st.SHA256)
 
-	targets, pkiDir, err := nodeTargets(f.dir, f.pkiDir, f.endpoints)
+	targets, files, err := nodeTargets(f.dir, f.tls, f.endpoints)
 	if err != nil {
 		return err
 	}
-	nodes, err := pickRestoreNodes(queryStatus(ctx, targets, pkiDir, 10*time.Second), discard, seedNode)
+	nodes, err := pickRestoreNodes(queryStatus(ctx, targets, files, 10*time.Second), discard, seedNode)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlag
 	// Fence every node; a node that answers NoOp is done with this
 	// restore already.
 	done := map[string]bool{}
-	if err := nodes.ask(ctx, pkiDir, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
+	if err := nodes.ask(ctx, files, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
 		rc, err := c.Restore(ctx, nodeapi.RestoreRequest{Token: token, Step: nodeapi.RestoreFence})
 		if err == nil && rc.NoOp {
 			done[n.name] = true
@@ -110,7 +110,7 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlag
 		return nil
 	}
 	if !done[seed.name] {
-		if err := nodes[:1].ask(ctx, pkiDir, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
+		if err := nodes[:1].ask(ctx, files, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
 			fh, err := os.Open(file)
 			if err != nil {
 				return err
@@ -130,7 +130,7 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlag
 		}
 	}
 	rest := slices.DeleteFunc(slices.Clone(nodes[1:]), func(n restoreNode) bool { return done[n.name] })
-	if err := rest.ask(ctx, pkiDir, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
+	if err := rest.ask(ctx, files, func(ctx context.Context, n restoreNode, c *nodeapi.Client) error {
 		rc, err := c.Restore(ctx, nodeapi.RestoreRequest{Token: token, Step: nodeapi.RestoreRejoin})
 		if err != nil {
 			return err
@@ -235,12 +235,12 @@ func pickRestoreNodes(results []statusResult, discard []string, seed string) (re
 }
 
 // ask runs do against every node at once, and returns their errors joined.
-func (ns restoreNodes) ask(ctx context.Context, pkiDir string, do func(context.Context, restoreNode, *nodeapi.Client) error) error {
+func (ns restoreNodes) ask(ctx context.Context, files nodeapi.TLSFiles, do func(context.Context, restoreNode, *nodeapi.Client) error) error {
 	targets := make([]statusTarget, len(ns))
 	for i, n := range ns {
 		targets[i] = statusTarget{name: n.name, endpoint: n.endpoint}
 	}
-	errs := askEach(ctx, targets, pkiDir, time.Until(deadlineOr(ctx, 10*time.Minute)), func(ctx context.Context, i int, c *nodeapi.Client) error {
+	errs := askEach(ctx, targets, files, time.Until(deadlineOr(ctx, 10*time.Minute)), func(ctx context.Context, i int, c *nodeapi.Client) error {
 		if err := do(ctx, ns[i], c); err != nil {
 			return fmt.Errorf("%s: %w", ns[i].name, err)
 		}

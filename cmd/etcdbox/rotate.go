@@ -66,7 +66,14 @@ meanwhile), records its target in /etcdbox/rotate-ca/target and each
 node's last phase under /etcdbox/rotate-ca/nodes/. --status prints them;
 --abort deletes the target, which stops a running rotation before its
 next node. Nodes keep the phase they reached, across reboots; running
-rotate-ca again resumes where it stopped.`,
+rotate-ca again resumes where it stopped. --status and --abort may take
+the admin certificate from --cacert, --cert and --key; a rotation needs
+the PKI directory.
+
+--timeout bounds connecting to etcd (each endpoint that does not answer
+is named, with why) and all of --status and --abort; a phase on one node
+is bounded by --node-timeout, the wait for a healthy cluster before each
+node by --ready-wait.`,
 		Example: `  etcdbox pki rotate-ca --dir pki/
   etcdbox rotate-ca --endpoints 10.0.0.11,10.0.0.12,10.0.0.13 --pki pki/
   etcdbox rotate-ca --status --endpoints 10.0.0.11 --pki pki/
@@ -125,21 +132,25 @@ func runRotateCA(ctx context.Context, f rotateFlags, out io.Writer) error {
 		return err
 	}
 	query := f.status || f.abort
-	nodes, pkiDir, tc, err := rollTargets(f.targetFlags, func(pkiDir string) (*tls.Config, error) { return rotationTLS(pkiDir, query) })
+	nodes, pkiDir, tc, err := rollTargets(f.targetFlags, func(files nodeapi.TLSFiles, pkiDir string) (*tls.Config, error) {
+		return rotationTLS(files, pkiDir, query)
+	})
 	if err != nil {
 		return err
 	}
 	defer closeNodes(nodes)
-	e, closeEtcd, err := dialRollEtcd(nodes, tc)
+	qctx, cancel := context.WithTimeout(ctx, f.timeout) // connecting, --status, --abort
+	defer cancel()
+	e, closeEtcd, err := dialRollEtcd(qctx, nodes, tc, f.timeout)
 	if err != nil {
 		return err
 	}
 	defer closeEtcd()
 	switch {
 	case f.status:
-		s, err := rollout.ReadRotationStatus(ctx, e)
+		s, err := rollout.ReadRotationStatus(qctx, e)
 		if err != nil {
-			return fmt.Errorf("read the CA rotation's records from etcd (%s): %w", etcdList(nodes), err)
+			return withinTimeout(qctx, fmt.Errorf("read the CA rotation's records from etcd (%s): %w", etcdList(nodes), err), f.timeout)
 		}
 		if f.output == "json" {
 			return writeJSON(out, rotationStatusJSON(s))
@@ -147,8 +158,8 @@ func runRotateCA(ctx context.Context, f rotateFlags, out io.Writer) error {
 		printRotationStatus(out, s)
 		return nil
 	case f.abort:
-		if err := e.DeleteRotationTarget(ctx); err != nil {
-			return fmt.Errorf("abort the CA rotation: etcd (%s): %w", etcdList(nodes), err)
+		if err := e.DeleteRotationTarget(qctx); err != nil {
+			return withinTimeout(qctx, fmt.Errorf("abort the CA rotation: etcd (%s): %w", etcdList(nodes), err), f.timeout)
 		}
 		fmt.Fprintln(out, "target deleted: a running rotation stops before its next node; the nodes keep the phase they reached, and etcdbox rotate-ca resumes it")
 		return nil
@@ -168,8 +179,16 @@ func etcdList(nodes []rollout.Node) string {
 // rotationTLS is the TLS configuration rotate-ca reaches nodes and etcd
 // with: nodeapi.RotationTLS of the CA in pkiDir and the next one. A
 // query (--status, --abort) may do without a next CA, as after one was
-// promoted: then the admin certificate in pkiDir serves.
-func rotationTLS(pkiDir string, query bool) (*tls.Config, error) {
+// promoted: then the admin certificate (files) serves; so it does for a
+// query with --cacert, --cert and --key (no pkiDir), which a rotation
+// refuses: it reads the next CA from the PKI directory and promotes it.
+func rotationTLS(files nodeapi.TLSFiles, pkiDir string, query bool) (*tls.Config, error) {
+	if pkiDir == "" {
+		if query {
+			return files.Config()
+		}
+		return nil, usageError{errors.New("--cacert, --cert and --key serve rotate-ca --status and --abort only: a rotation needs --pki DIR (or --dir), whose next/ holds the next CA and which it promotes")}
+	}
 	next := filepath.Join(pkiDir, pki.NextDir)
 	_, err := os.Stat(filepath.Join(next, pki.CACertFile))
 	switch {
@@ -178,7 +197,7 @@ func rotationTLS(pkiDir string, query bool) (*tls.Config, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	case query:
-		return nodeapi.AdminTLS(pkiDir)
+		return files.Config()
 	}
 	return nil, fmt.Errorf("no next CA in %s: make it first with etcdbox pki rotate-ca --dir %s, and have the clients of etcd trust the bundle it writes", next, pkiDir)
 }

@@ -44,7 +44,7 @@ func newStatusCmd() *cobra.Command {
 	var (
 		endpoints []string
 		dir       string
-		pkiDir    string
+		tf        tlsFlags
 		timeout   time.Duration
 		output    string
 	)
@@ -61,7 +61,9 @@ rotation under way, and of the node's PKI warnings.
 --dir reads the nodes of a local cluster from DIR/state.json (etcdbox
 cluster up) and the admin certificate from DIR/pki. --endpoints names the
 node APIs directly (https://host:port, default port 9379); --pki is the
-directory of ca.crt, admin.crt and admin.key (etcdbox pki init).
+directory of ca.crt, admin.crt and admin.key (etcdbox pki init), or
+--cacert, --cert and --key name those files anywhere. --timeout bounds
+each node's answer; the nodes are asked at once.
 
 The command exits 1 when any node does not answer, is not a healthy
 member, or has a certificate that expires within 14 days (like etcdctl
@@ -75,14 +77,11 @@ node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
 			if output != "table" && output != "json" {
 				return usageError{fmt.Errorf("-o %q: want table or json", output)}
 			}
-			targets, pkiDir, err := nodeTargets(dir, pkiDir, endpoints)
+			targets, files, err := nodeTargets(dir, tf, endpoints)
 			if err != nil {
 				return err
 			}
-			if _, err := nodeapi.AdminTLS(pkiDir); err != nil {
-				return err
-			}
-			results := queryStatus(cmd.Context(), targets, pkiDir, timeout)
+			results := queryStatus(cmd.Context(), targets, files, timeout)
 			now := time.Now()
 			if output == "json" {
 				if err := printNodeStatusJSON(cmd.OutOrStdout(), results); err != nil {
@@ -97,7 +96,7 @@ node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
 	f := cmd.Flags()
 	f.StringSliceVar(&endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
-	f.StringVar(&pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+	tf.add(cmd)
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for each node")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
@@ -132,9 +131,9 @@ func clusterTargets(dir string) ([]statusTarget, error) {
 }
 
 // queryStatus asks every target at once, each within timeout.
-func queryStatus(ctx context.Context, targets []statusTarget, pkiDir string, timeout time.Duration) []statusResult {
+func queryStatus(ctx context.Context, targets []statusTarget, files nodeapi.TLSFiles, timeout time.Duration) []statusResult {
 	results := make([]statusResult, len(targets))
-	errs := askEach(ctx, targets, pkiDir, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
+	errs := askEach(ctx, targets, files, timeout, func(ctx context.Context, i int, c *nodeapi.Client) (err error) {
 		results[i].status, err = c.Status(ctx)
 		return err
 	})
@@ -147,7 +146,7 @@ func queryStatus(ctx context.Context, targets []statusTarget, pkiDir string, tim
 // askEach calls ask with a client of every target's API at once, each
 // within timeout, and returns what each call returned (or why the target
 // could not be asked), in the targets' order.
-func askEach(ctx context.Context, targets []statusTarget, pkiDir string, timeout time.Duration, ask func(ctx context.Context, i int, c *nodeapi.Client) error) []error {
+func askEach(ctx context.Context, targets []statusTarget, files nodeapi.TLSFiles, timeout time.Duration, ask func(ctx context.Context, i int, c *nodeapi.Client) error) []error {
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -156,7 +155,7 @@ func askEach(ctx context.Context, targets []statusTarget, pkiDir string, timeout
 			continue
 		}
 		wg.Go(func() {
-			c, err := nodeapi.NewClient(t.endpoint, pkiDir)
+			c, err := nodeapi.NewClientFiles(t.endpoint, files)
 			if err != nil {
 				errs[i] = err
 				return
@@ -164,7 +163,7 @@ func askEach(ctx context.Context, targets []statusTarget, pkiDir string, timeout
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			errs[i] = ask(ctx, i, c)
+			errs[i] = withinTimeout(ctx, ask(ctx, i, c), timeout)
 		})
 	}
 	wg.Wait()
@@ -388,32 +387,46 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// nodeTargets are the node APIs a verb asks, and the admin PKI it asks
-// with: a local cluster's nodes and pki/ with --dir, else --endpoints
-// with --pki (required then).
-func nodeTargets(dir, pkiDir string, endpoints []string) ([]statusTarget, string, error) {
+// nodeTargets are the node APIs a verb asks, and the admin certificate
+// it asks with: a local cluster's nodes with --dir (and DIR/pki unless
+// the TLS flags say otherwise), else --endpoints with the TLS flags
+// (required then). The files are loaded once here, so that a bad one is
+// one error rather than one per node.
+func nodeTargets(dir string, tf tlsFlags, endpoints []string) ([]statusTarget, nodeapi.TLSFiles, error) {
 	var targets []statusTarget
 	if dir != "" {
 		var err error
 		if targets, err = clusterTargets(dir); err != nil {
-			return nil, "", err
+			return nil, nodeapi.TLSFiles{}, err
 		}
-		if pkiDir == "" {
-			pkiDir = filepath.Join(dir, cluster.PKIDir)
-		}
-		return targets, pkiDir, nil
 	}
-	if pkiDir == "" {
-		return nil, "", errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
+	files, _, err := tf.resolve(dir)
+	if err != nil {
+		return nil, files, err
+	}
+	if _, err := files.Config(); err != nil {
+		return nil, files, err
+	}
+	if dir != "" {
+		return targets, files, nil
 	}
 	for _, e := range endpoints {
 		u, err := nodeapi.ParseEndpoint(e)
 		if err != nil {
-			return nil, "", err
+			return nil, files, err
 		}
 		targets = append(targets, statusTarget{name: u, endpoint: u})
 	}
-	return targets, pkiDir, nil
+	return targets, files, nil
+}
+
+// withinTimeout adds how long it waited to err when ctx, whose deadline
+// timeout set, ran out.
+func withinTimeout(ctx context.Context, err error, timeout time.Duration) error {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w (waited %s)", err, timeout.Round(time.Millisecond))
+	}
+	return err
 }
 
 // statusProblems returns the error status exits with: every node that did

@@ -29,12 +29,15 @@ func init() { commands = append(commands, newUpgradeCmd) }
 
 // targetFlags name the nodes of a roll: node API --endpoints (etcd on
 // their hosts or at --etcd-endpoints) with the admin certificate of
-// --pki, or a local cluster's --dir.
+// --pki (or --cacert, --cert and --key), or a local cluster's --dir.
 type targetFlags struct {
 	endpoints     []string
 	etcdEndpoints []string
 	dir           string
-	pkiDir        string
+	tls           tlsFlags
+	// timeout bounds connecting to etcd, and all of --status and --abort;
+	// a roll's steps have their own bounds (--node-timeout, --ready-wait).
+	timeout time.Duration
 }
 
 // upgradeFlags are the flags upgrade and cluster upgrade share.
@@ -73,7 +76,13 @@ has not risen yet (past it, rolling back by slot swap is no longer safe).
 --endpoints names the node APIs (https://host:port, default port 9379);
 etcd is reached on the same hosts at port 2379 unless --etcd-endpoints
 names them (same order). --dir takes both from a local cluster
-(etcdbox cluster up) and the admin certificate from DIR/pki.`,
+(etcdbox cluster up) and the admin certificate from DIR/pki; --pki, or
+--cacert, --cert and --key, name it otherwise.
+
+--timeout bounds connecting to etcd (each endpoint that does not answer
+is named, with why) and all of --status and --abort. A roll's steps have
+their own bounds: --node-timeout for one node, snapshot to blessed, and
+--ready-wait for the cluster's health before each node.`,
 		Example: `  etcdbox upgrade --image registry.example/etcdbox@sha256:... --endpoints 10.0.0.11,10.0.0.12,10.0.0.13 --pki pki/
   etcdbox upgrade --status --dir run/
   etcdbox upgrade --abort --dir run/`,
@@ -100,16 +109,18 @@ func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	cmd.MarkFlagsOneRequired("image", "status", "abort")
 }
 
-// addTargetFlags adds --dir, and with endpoints --endpoints,
-// --etcd-endpoints and --pki, one of --endpoints and --dir required.
+// addTargetFlags adds --dir and --timeout, and with endpoints
+// --endpoints, --etcd-endpoints and the TLS flags, one of --endpoints and
+// --dir required.
 func addTargetFlags(cmd *cobra.Command, f *targetFlags, endpoints bool) {
 	fl := cmd.Flags()
 	if endpoints {
 		fl.StringSliceVar(&f.endpoints, "endpoints", nil, "node API endpoints, comma-separated (https://host:port)")
 		fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, in the order of --endpoints (default: their hosts, port 2379)")
-		fl.StringVar(&f.pkiDir, "pki", "", "directory with ca.crt, admin.crt and admin.key (default DIR/pki with --dir)")
+		f.tls.add(cmd)
 	}
 	fl.StringVar(&f.dir, "dir", "", "local cluster directory (reads state.json and pki/)")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long connecting to etcd may take, and all of --status or --abort (a roll's steps: --node-timeout, --ready-wait)")
 	if endpoints {
 		cmd.MarkFlagsOneRequired("endpoints", "dir")
 		cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
@@ -117,11 +128,11 @@ func addTargetFlags(cmd *cobra.Command, f *targetFlags, endpoints bool) {
 }
 
 // rollTargets turns the flags into the roll's nodes, whose APIs it
-// reaches with the TLS configuration tlsFor makes of the PKI directory
-// (nodeapi.AdminTLS for a roll); it returns that directory and
-// configuration too.
-func rollTargets(f targetFlags, tlsFor func(pkiDir string) (*tls.Config, error)) ([]rollout.Node, string, *tls.Config, error) {
-	pkiDir := f.pkiDir
+// reaches with the TLS configuration tlsFor makes of the admin
+// certificate's files and the PKI directory they are in ("" for
+// --cacert, --cert and --key; adminTLS for a roll); it returns that
+// directory and configuration too.
+func rollTargets(f targetFlags, tlsFor func(files nodeapi.TLSFiles, pkiDir string) (*tls.Config, error)) ([]rollout.Node, string, *tls.Config, error) {
 	var apis, etcds []string
 	if f.dir != "" {
 		st, err := cluster.ReadState(f.dir)
@@ -135,13 +146,7 @@ func rollTargets(f targetFlags, tlsFor func(pkiDir string) (*tls.Config, error))
 			apis = append(apis, "https://127.0.0.1:"+strconv.Itoa(n.APIPort))
 			etcds = append(etcds, n.Endpoint())
 		}
-		if pkiDir == "" {
-			pkiDir = filepath.Join(f.dir, cluster.PKIDir)
-		}
 	} else {
-		if pkiDir == "" {
-			return nil, "", nil, errors.New("--pki is required with --endpoints: the directory of ca.crt, admin.crt and admin.key")
-		}
 		if len(f.etcdEndpoints) > 0 && len(f.etcdEndpoints) != len(f.endpoints) {
 			return nil, "", nil, fmt.Errorf("--etcd-endpoints names %d endpoints and --endpoints %d; give one per node, in the same order", len(f.etcdEndpoints), len(f.endpoints))
 		}
@@ -159,7 +164,11 @@ func rollTargets(f targetFlags, tlsFor func(pkiDir string) (*tls.Config, error))
 			}
 		}
 	}
-	tc, err := tlsFor(pkiDir)
+	files, pkiDir, err := f.tls.resolve(f.dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tc, err := tlsFor(files, pkiDir)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -184,18 +193,31 @@ func closeNodes(nodes []rollout.Node) {
 	}
 }
 
-// dialRollEtcd connects to the nodes' etcd with tc; close closes the
+// adminTLS is a roll's TLS configuration: the admin certificate.
+func adminTLS(files nodeapi.TLSFiles, _ string) (*tls.Config, error) { return files.Config() }
+
+// dialRollEtcd connects to the nodes' etcd with tc once one answers
+// within ctx, whose deadline timeout set (probeEtcd); close closes the
 // connection.
-func dialRollEtcd(nodes []rollout.Node, tc *tls.Config) (e *rollout.EtcdClient, close func() error, err error) {
-	var eps []string
-	for _, n := range nodes {
-		eps = append(eps, n.EtcdEndpoint)
+func dialRollEtcd(ctx context.Context, nodes []rollout.Node, tc *tls.Config, timeout time.Duration) (e *rollout.EtcdClient, close func() error, err error) {
+	eps := etcdEndpoints(nodes)
+	if err := probeEtcd(ctx, eps, tc); err != nil {
+		return nil, nil, withinTimeout(ctx, err, timeout)
 	}
 	cli, err := rollout.Dial(eps, tc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to etcd: %w", err)
 	}
 	return rollout.NewEtcd(cli, tc), cli.Close, nil
+}
+
+// etcdEndpoints are the nodes' etcd endpoints.
+func etcdEndpoints(nodes []rollout.Node) []string {
+	var eps []string
+	for _, n := range nodes {
+		eps = append(eps, n.EtcdEndpoint)
+	}
+	return eps
 }
 
 func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
@@ -207,21 +229,23 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 			return err
 		}
 	}
-	nodes, _, tc, err := rollTargets(f.targetFlags, nodeapi.AdminTLS)
+	nodes, _, tc, err := rollTargets(f.targetFlags, adminTLS)
 	if err != nil {
 		return err
 	}
 	defer closeNodes(nodes)
-	e, closeEtcd, err := dialRollEtcd(nodes, tc)
+	qctx, cancel := context.WithTimeout(ctx, f.timeout) // connecting, --status, --abort
+	defer cancel()
+	e, closeEtcd, err := dialRollEtcd(qctx, nodes, tc, f.timeout)
 	if err != nil {
 		return err
 	}
 	defer closeEtcd()
 	switch {
 	case f.status:
-		s, err := rollout.ReadStatus(ctx, e)
+		s, err := rollout.ReadStatus(qctx, e)
 		if err != nil {
-			return err
+			return etcdFailed(qctx, err, etcdEndpoints(nodes), f.timeout)
 		}
 		if f.output == "json" {
 			return writeJSON(out, rollStatusJSON(s))
@@ -229,8 +253,8 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 		printRollStatus(out, s)
 		return nil
 	case f.abort:
-		if err := e.DeleteTarget(ctx); err != nil {
-			return err
+		if err := e.DeleteTarget(qctx); err != nil {
+			return etcdFailed(qctx, err, etcdEndpoints(nodes), f.timeout)
 		}
 		fmt.Fprintf(out, "target deleted: a running roll stops before its next node\n")
 		return nil

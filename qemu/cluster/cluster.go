@@ -344,7 +344,9 @@ func (c *Cluster) save() error {
 
 // WriteEnv writes dir/etcdctl.env for upstream etcdctl: the endpoints and
 // the admin certificate in dir/pki, as absolute paths; and ETCDBOX_DIR, so
-// that etcdbox's commands find the cluster too.
+// that etcdbox's commands find the cluster too, with ETCDBOX_CACERT,
+// ETCDBOX_CERT and ETCDBOX_KEY for its commands given --endpoints (with
+// --dir, or ETCDBOX_DIR, etcdbox reads dir/pki itself).
 func WriteEnv(dir string, endpoints []string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -359,6 +361,9 @@ func WriteEnv(dir string, endpoints []string) error {
 		{"ETCDCTL_CERT", filepath.Join(p, pki.AdminCertFile)},
 		{"ETCDCTL_KEY", filepath.Join(p, pki.AdminKeyFile)},
 		{"ETCDBOX_DIR", dir},
+		{"ETCDBOX_CACERT", filepath.Join(p, pki.CACertFile)},
+		{"ETCDBOX_CERT", filepath.Join(p, pki.AdminCertFile)},
+		{"ETCDBOX_KEY", filepath.Join(p, pki.AdminKeyFile)},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}

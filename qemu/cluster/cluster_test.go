@@ -46,7 +46,7 @@ func TestWriteEnv(t *testing.T) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, WriteEnv(dir, []string{"https://127.0.0.1:4001", "https://127.0.0.1:4003"}))
 	// The file is for a POSIX shell: source it and print what etcdctl sees.
-	out, err := exec.Command("sh", "-c", `. "$1"; printf '%s\n' "$ETCDCTL_ENDPOINTS" "$ETCDCTL_CACERT" "$ETCDCTL_CERT" "$ETCDCTL_KEY" "$ETCDBOX_DIR"`,
+	out, err := exec.Command("sh", "-c", `. "$1"; printf '%s\n' "$ETCDCTL_ENDPOINTS" "$ETCDCTL_CACERT" "$ETCDCTL_CERT" "$ETCDCTL_KEY" "$ETCDBOX_DIR" "$ETCDBOX_CACERT" "$ETCDBOX_CERT" "$ETCDBOX_KEY"`,
 		"sh", filepath.Join(dir, "etcdctl.env")).Output()
 	require.NoError(t, err)
 	assert.Equal(t, []string{
@@ -55,6 +55,9 @@ func TestWriteEnv(t *testing.T) {
 		filepath.Join(dir, "pki", "admin.crt"),
 		filepath.Join(dir, "pki", "admin.key"),
 		dir,
+		filepath.Join(dir, "pki", "ca.crt"),
+		filepath.Join(dir, "pki", "admin.crt"),
+		filepath.Join(dir, "pki", "admin.key"),
 	}, strings.Split(strings.TrimSpace(string(out)), "\n"))
 }
 
