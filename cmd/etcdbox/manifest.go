@@ -163,7 +163,7 @@ func (o *staticPodOptions) checkPorts(s *seed.Seed) error {
 	for _, p := range []struct {
 		key  string
 		port int
-	}{{"etcd.clientPort", s.Etcd.ClientPort}, {"etcd.peerPort", s.Etcd.PeerPort}, {"api.port", s.API.Port}} {
+	}{{"etcd.clientPort", s.Etcd.ClientPort}, {"etcd.peerPort", s.Etcd.PeerPort}, {"api.port", s.API.Port}, {"etcd.metricsPort", s.Etcd.MetricsPort}} {
 		if p.port == o.healthPort {
 			return usageError{fmt.Errorf("--health-port %d: the seed's %s is %d too: pick another", o.healthPort, p.key, p.port)}
 		}
@@ -290,9 +290,12 @@ type (
 // The probes are kubeadm's for its etcd, on the init's health listener:
 // startup and liveness ask /livez, since a member that waits for its
 // peers (a formation, a quorum) is not mended by a restart and the init
-// restarts etcd itself; readiness asks /readyz. dnsPolicy Default: etcd
-// runs below the cluster's DNS, and an SRV seed is answered by the
-// host's resolver. The grace period covers the init's stop: leadership
+// restarts etcd itself; readiness asks /readyz. Not etcd's own plain-HTTP
+// listener, as kubeadm's probes are: etcdbox's etcd has one only when the
+// seed sets etcd.metricsPort, and then on the node's listen address, for
+// a scraper on the network; and etcd's answer cannot tell whether the
+// init supervises it at all. dnsPolicy Default: etcd runs below the
+// cluster's DNS, and an SRV seed is answered by the host's resolver. The grace period covers the init's stop: leadership
 // handed over, etcd given 30 s, the node API 5 s.
 func (o *staticPodOptions) pod(s *seed.Seed) podManifest {
 	p := podManifest{APIVersion: "v1", Kind: "Pod"}
@@ -325,6 +328,9 @@ func (o *staticPodOptions) pod(s *seed.Seed) podManifest {
 		StartupProbe:   o.probe("/livez", 10, 10, 24),
 		LivenessProbe:  o.probe("/livez", 10, 10, 8),
 		ReadinessProbe: o.probe("/readyz", 0, 1, 3),
+	}
+	if m := s.Etcd.MetricsPort; m > 0 {
+		c.Ports = append(c.Ports, podPort{"metrics", m, "TCP"})
 	}
 	if ip := o.listenAddr(s); ip != "" {
 		c.Command = append(c.Command, "--listen-ip", ip)

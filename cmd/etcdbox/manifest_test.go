@@ -37,7 +37,7 @@ func manifestSeeds(t *testing.T) (peers, srv string) {
 	// The seed's own ports: the flags above set the peers' only.
 	data, err := os.ReadFile(peers)
 	require.NoError(t, err)
-	data = append(data, "etcd: {clientPort: 12379, peerPort: 12380}\napi: {port: 19379}\n"...)
+	data = append(data, "etcd: {clientPort: 12379, peerPort: 12380, metricsPort: 12381}\napi: {port: 19379}\n"...)
 	require.NoError(t, os.WriteFile(peers, data, 0o600))
 	_, _, _, err = runExit(t, "seed", "--cluster", "dev", "--pki", pkiDir, "--srv", "etcd.example.internal", "--initial-size", "3", "-o", srv)
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestManifestStaticPod(t *testing.T) {
 		assert.Empty(t, validation.IsValidPortName(cp.Name), cp.Name)
 		ports[cp.Name] = cp.ContainerPort
 	}
-	assert.Equal(t, map[string]int32{"client": 12379, "peer": 12380, "node-api": 19379, "health": 9380}, ports, "the seed's ports")
+	assert.Equal(t, map[string]int32{"client": 12379, "peer": 12380, "node-api": 19379, "health": 9380, "metrics": 12381}, ports, "the seed's ports")
 
 	for _, pr := range []struct {
 		name  string
@@ -226,6 +226,7 @@ func TestManifestBadInput(t *testing.T) {
 		{"relative --data-dir", []string{"--seed", peers, "--image", "etcdbox:1", "--data-dir", "data"}, exitUsage, []string{`--data-dir "data"`, "absolute"}},
 		{"seed in the data", []string{"--seed", peers, "--image", "etcdbox:1", "--seed-path", "/var/lib/etcdbox/seed.yaml"}, exitUsage, []string{"--seed-path", "inside --data-dir"}},
 		{"health port of the seed", []string{"--seed", peers, "--image", "etcdbox:1", "--health-port", "19379"}, exitUsage, []string{"--health-port 19379", "api.port"}},
+		{"health port of etcd's metrics", []string{"--seed", peers, "--image", "etcdbox:1", "--health-port", "12381"}, exitUsage, []string{"--health-port 12381", "etcd.metricsPort"}},
 		{"bad --listen-ip", []string{"--seed", peers, "--image", "etcdbox:1", "--listen-ip", "n1"}, exitUsage, []string{`--listen-ip "n1"`}},
 		{"missing seed", []string{"--seed", filepath.Join(dir, "none.yaml"), "--image", "etcdbox:1"}, exitError, []string{"--seed", "none.yaml", "no such file"}},
 		{"invalid seed", []string{"--seed", bad, "--image", "etcdbox:1"}, exitError, []string{bad, "etcd.clientPort", "nmae", "pki"}},
