@@ -41,9 +41,20 @@ func volumeLabel(r io.ReaderAt) (label, fstype string) {
 // findCidata returns the block device holding a cidata volume, by probing
 // every whole disk and partition the kernel lists.
 func findCidata(sysBlock, devDir string) (dev, fstype string, err error) {
+	dev, fstype, err = findVolume(sysBlock, devDir, cidataLabel)
+	if err == nil && dev == "" {
+		err = errNoCidata
+	}
+	return dev, fstype, err
+}
+
+// findVolume returns the block device whose FAT or ISO9660 filesystem has
+// the label (any case), "" when none has, probing every whole disk and
+// partition the kernel lists (a cidata volume, an OpenStack config drive).
+func findVolume(sysBlock, devDir, label string) (dev, fstype string, err error) {
 	entries, err := os.ReadDir(sysBlock)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("look for a %s volume: %w", label, err)
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -55,13 +66,13 @@ func findCidata(sysBlock, devDir string) (dev, fstype string, err error) {
 		if err != nil {
 			continue
 		}
-		label, fs := volumeLabel(f)
+		l, fs := volumeLabel(f)
 		f.Close()
-		if fs != "" && strings.EqualFold(label, cidataLabel) {
+		if fs != "" && strings.EqualFold(l, label) {
 			return path, fs, nil
 		}
 	}
-	return "", "", errNoCidata
+	return "", "", nil
 }
 
 var errNoCidata = errors.New("no cidata volume")
@@ -74,7 +85,7 @@ func readCidata() ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("look for a cidata volume: %w", err)
+		return nil, false, err
 	}
 	dir := "/run/etcdbox/cidata"
 	if err := os.MkdirAll(dir, 0o700); err != nil {

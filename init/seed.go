@@ -222,33 +222,6 @@ func readConfigDrive() (metadata.Result, bool, error) {
 	return r, true, nil
 }
 
-// findVolume returns the block device whose FAT or ISO9660 filesystem has
-// the label (any case), "" when none has, probing every whole disk and
-// partition the kernel lists, as findCidata does.
-func findVolume(sysBlock, devDir, label string) (dev, fstype string, err error) {
-	entries, err := os.ReadDir(sysBlock)
-	if err != nil {
-		return "", "", fmt.Errorf("look for a %s volume: %w", label, err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") {
-			continue
-		}
-		path := filepath.Join(devDir, name)
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		l, fs := volumeLabel(f)
-		f.Close()
-		if fs != "" && strings.EqualFold(l, label) {
-			return path, fs, nil
-		}
-	}
-	return "", "", nil
-}
-
 // nameFromCloud names the node after its instance when the seed names
 // none: the name the cloud that is here told, its first label in lower
 // case, when that is a valid node name. It is kept in state/instance-name,
