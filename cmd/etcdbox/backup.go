@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,8 +133,8 @@ func newBackupListCmd() *cobra.Command {
   etcdbox backup list --dir run/cluster --registry 10.0.0.5:5000/etcdbox/backups --insecure-registry`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
@@ -165,10 +164,8 @@ func newBackupListCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rows); err != nil {
+			if output != "table" {
+				if err := emit(out, output, rows); err != nil {
 					return err
 				}
 			} else {
@@ -182,7 +179,7 @@ func newBackupListCmd() *cobra.Command {
 	}
 	f.add(cmd)
 	rf.add(cmd, "list the backups pushed to this OCI repository too (host[:port]/path)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, "output")
 	return cmd
 }
 

@@ -20,8 +20,8 @@ func newClusterStatusCmd() *cobra.Command {
 		Short: "Show each node's VM state, member ID, role, leadership, health and boot slot",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			c, err := cluster.Open(cluster.Config{Dir: dir})
 			if err != nil {
@@ -33,15 +33,15 @@ func newClusterStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), clusterStatusJSON(rows))
+			if output != "table" {
+				return emit(cmd.OutOrStdout(), output, clusterStatusJSON(rows))
 			}
 			printStatus(cmd.OutOrStdout(), rows)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, "output")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the nodes' answers")
 	cmd.MarkFlagRequired("dir")
 	return cmd

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -57,8 +56,8 @@ func newAlarmListCmd() *cobra.Command {
 		Example: "  etcdbox alarm list --dir run/cluster -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			return withMaintenance(cmd, f, func(m *rollout.Maintenance) error {
 				alarms, err := m.Alarms(cmd.Context())
@@ -70,21 +69,24 @@ func newAlarmListCmd() *cobra.Command {
 		},
 	}
 	addEtcdFlags(cmd, &f)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, "output")
 	return cmd
 }
 
-// printAlarms writes alarms to out as a table or, with output "json", as
-// a JSON array of alarmJSON.
+// alarmRows are the alarms of alarm list -o json and -o yaml.
+func alarmRows(alarms []rollout.Alarm) []alarmJSON {
+	rows := []alarmJSON{}
+	for _, a := range alarms {
+		rows = append(rows, alarmJSON{Type: a.Type, Member: a.Member, ID: fmt.Sprintf("%016x", a.ID)})
+	}
+	return rows
+}
+
+// printAlarms writes alarms to out as a table or, with output json or
+// yaml, as an array of alarmJSON.
 func printAlarms(out io.Writer, alarms []rollout.Alarm, output string) error {
-	if output == "json" {
-		rows := []alarmJSON{}
-		for _, a := range alarms {
-			rows = append(rows, alarmJSON{Type: a.Type, Member: a.Member, ID: fmt.Sprintf("%016x", a.ID)})
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+	if output != "table" {
+		return emit(out, output, alarmRows(alarms))
 	}
 	if len(alarms) == 0 {
 		fmt.Fprintln(out, "no alarm is raised")

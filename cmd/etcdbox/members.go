@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -138,8 +137,8 @@ func newMembersListCmd() *cobra.Command {
   etcdbox members list --endpoints 10.0.0.11,10.0.0.12 --pki pki/ -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: want table or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
@@ -152,15 +151,15 @@ func newMembersListCmd() *cobra.Command {
 			if err != nil {
 				return etcdFailed(ctx, err, r.Endpoints, f.timeout)
 			}
-			if output == "json" {
-				return printMembersJSON(cmd.OutOrStdout(), ms)
+			if output != "table" {
+				return emit(cmd.OutOrStdout(), output, memberRows(ms))
 			}
 			printMembers(cmd.OutOrStdout(), ms)
 			return nil
 		},
 	}
 	addEtcdFlags(cmd, &f)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, "output")
 	return cmd
 }
 
@@ -224,7 +223,7 @@ type memberRow struct {
 }
 
 func memberRows(ms rollout.Membership) []memberRow {
-	var rows []memberRow
+	rows := []memberRow{}
 	for _, m := range ms.Members {
 		rows = append(rows, memberRow{
 			ID: strconv.FormatUint(m.ID, 16), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
@@ -233,15 +232,6 @@ func memberRows(ms rollout.Membership) []memberRow {
 		})
 	}
 	return rows
-}
-
-func printMembersJSON(out io.Writer, ms rollout.Membership) error {
-	b, err := json.MarshalIndent(memberRows(ms), "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(out, "%s\n", b)
-	return err
 }
 
 // printMembers writes the table; a member's problem goes last, where

@@ -31,7 +31,7 @@ func TestMembersFlags(t *testing.T) {
 		{"endpoints and dir", []string{"members", "list", "--endpoints", "a", "--dir", "d"}, "none of the others can be"},
 		{"no pki", []string{"members", "list", "--endpoints", "a"}, "--pki is required with --endpoints, or --cacert, --cert and --key"},
 		{"bad etcd endpoint", []string{"members", "list", "--etcd-endpoints", "http://a:2379", "--pki", pkiDir}, `etcd endpoint "http://a:2379": want https://host:port`},
-		{"bad output", []string{"members", "list", "--etcd-endpoints", "https://a:2379", "--pki", pkiDir, "-o", "yaml"}, `-o "yaml": want table or json`},
+		{"bad output", []string{"members", "list", "--etcd-endpoints", "https://a:2379", "--pki", pkiDir, "-o", "xml"}, `-o "xml": want one of table, json, yaml`},
 		{"no cluster dir", []string{"members", "list", "--dir", t.TempDir()}, "use --endpoints"},
 		{"remove without node", []string{"members", "remove", "--dir", "d"}, "accepts 1 arg(s), received 0"},
 		{"no such pki", []string{"members", "remove", "n1", "--endpoints", "a", "--pki", t.TempDir()}, "load admin certificate"},

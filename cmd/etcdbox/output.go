@@ -1,16 +1,65 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/rollout"
 )
 
-// The -o json forms. Their fields are the stable interface of the JSON
-// output (README "Machine-readable output"): fields are only ever added.
+// The -o json and -o yaml forms. Their fields are the stable interface of
+// the machine-readable output (README "Machine-readable output"): fields
+// are only ever added. YAML is the JSON document converted, so both have
+// the same field names and shape.
+
+// outputFormats are the values of -o, the first the default.
+var outputFormats = []string{"table", "json", "yaml"}
+
+// addOutputFlag registers -o/--output on cmd into p, default table; what
+// names the output it shapes (for the help text).
+func addOutputFlag(cmd *cobra.Command, p *string, what string) {
+	cmd.Flags().StringVarP(p, "output", "o", outputFormats[0], what+": "+strings.Join(outputFormats, ", "))
+}
+
+// checkOutput is the usage error for an -o value that is not a format.
+func checkOutput(format string) error {
+	if slices.Contains(outputFormats, format) {
+		return nil
+	}
+	return usageError{fmt.Errorf("-o %q: want one of %s", format, strings.Join(outputFormats, ", "))}
+}
+
+// emit writes v as format's document: indented JSON, or the same document
+// as YAML; both end in a newline. The table format is each command's own.
+func emit(out io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		return writeJSON(out, v)
+	case "yaml":
+		var b bytes.Buffer
+		if err := writeJSON(&b, v); err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(b.Bytes())
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(y)
+		return err
+	}
+	if err := checkOutput(format); err != nil {
+		return err
+	}
+	return fmt.Errorf("-o %s is printed by the command, not emit", format)
+}
 
 // writeJSON writes v indented, with a final newline.
 func writeJSON(out io.Writer, v any) error {

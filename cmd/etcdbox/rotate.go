@@ -117,15 +117,15 @@ func addRotateFlags(cmd *cobra.Command, f *rotateFlags, endpoints bool) {
 	fl.DurationVar(&f.readyWait, "ready-wait", 2*time.Minute, "how long to wait for the cluster to be healthy before each node")
 	fl.BoolVar(&f.status, "status", false, "print the rotation's target and each node's record, and exit")
 	fl.BoolVar(&f.abort, "abort", false, "delete the rotation's target: a running rotation stops before its next node")
-	fl.StringVarP(&f.output, "output", "o", "table", "--status output: table or json")
+	addOutputFlag(cmd, &f.output, "--status output")
 	fl.StringSliceVar(&f.srv, "srv", nil, "a DNS domain the new node CA may sign names in (the SRV domain)")
 	fl.StringSliceVar(&f.networks, "node-network", nil, "an address range the new node CA may sign addresses in (CIDR)")
 	cmd.MarkFlagsMutuallyExclusive("status", "abort")
 }
 
 func runRotateCA(ctx context.Context, f rotateFlags, out io.Writer) error {
-	if f.output != "table" && f.output != "json" {
-		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	extra, err := flagScope(f)
 	if err != nil {
@@ -152,8 +152,8 @@ func runRotateCA(ctx context.Context, f rotateFlags, out io.Writer) error {
 		if err != nil {
 			return withinTimeout(qctx, fmt.Errorf("read the CA rotation's records from etcd (%s): %w", etcdList(nodes), err), f.timeout)
 		}
-		if f.output == "json" {
-			return writeJSON(out, rotationStatusJSON(s))
+		if f.output != "table" {
+			return emit(out, f.output, rotationStatusJSON(s))
 		}
 		printRotationStatus(out, s)
 		return nil

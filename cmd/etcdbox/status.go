@@ -74,8 +74,8 @@ node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
   etcdbox status --endpoints https://10.0.0.11:9379,https://10.0.0.12:9379 --pki pki/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			targets, files, err := nodeTargets(dir, tf, endpoints)
 			if err != nil {
@@ -83,8 +83,8 @@ node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
 			}
 			results := queryStatus(cmd.Context(), targets, files, timeout)
 			now := time.Now()
-			if output == "json" {
-				if err := printNodeStatusJSON(cmd.OutOrStdout(), results); err != nil {
+			if output != "table" {
+				if err := emit(cmd.OutOrStdout(), output, nodeStatusRows(results)); err != nil {
 					return err
 				}
 			} else {
@@ -98,7 +98,7 @@ node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
 	f.StringVar(&dir, "dir", "", "local cluster directory (reads state.json and pki/)")
 	tf.add(cmd)
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for each node")
-	f.StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output, "output")
 	cmd.MarkFlagsOneRequired("endpoints", "dir")
 	cmd.MarkFlagsMutuallyExclusive("endpoints", "dir")
 	return cmd
@@ -432,8 +432,9 @@ type nodeStatusJSON struct {
 	Error    string          `json:"error,omitempty"`
 }
 
-// printNodeStatusJSON writes the results as a JSON array, in node order.
-func printNodeStatusJSON(out io.Writer, results []statusResult) error {
+// nodeStatusRows are the results of status -o json and -o yaml, in node
+// order.
+func nodeStatusRows(results []statusResult) []nodeStatusJSON {
 	rows := []nodeStatusJSON{}
 	for _, r := range results {
 		row := nodeStatusJSON{Node: r.target.name, Endpoint: r.target.endpoint}
@@ -448,5 +449,5 @@ func printNodeStatusJSON(out io.Writer, results []statusResult) error {
 		}
 		rows = append(rows, row)
 	}
-	return writeJSON(out, rows)
+	return rows
 }

@@ -252,8 +252,8 @@ func TestStatusJSON(t *testing.T) {
 	assert.Contains(t, rows[1]["error"], "connection refused")
 	assert.NotContains(t, rows[1], "status")
 
-	_, _, err = runStatusCLI(t, "--endpoints", url(up), "--pki", adminDir, "-o", "yaml")
-	assert.ErrorContains(t, err, `-o "yaml": want table or json`)
+	_, _, err = runStatusCLI(t, "--endpoints", url(up), "--pki", adminDir, "-o", "xml")
+	assert.ErrorContains(t, err, `-o "xml": want one of table, json, yaml`)
 	assert.Equal(t, exitUsage, exitCode(err))
 }
 

@@ -104,7 +104,7 @@ func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	fl.DurationVar(&f.readyWait, "ready-wait", 2*time.Minute, "how long to wait for the cluster to be healthy before each node")
 	fl.BoolVar(&f.status, "status", false, "print the roll's target and each node's record, and exit")
 	fl.BoolVar(&f.abort, "abort", false, "delete the roll's target: a running roll stops before its next node")
-	fl.StringVarP(&f.output, "output", "o", "table", "--status output: table or json")
+	addOutputFlag(cmd, &f.output, "--status output")
 	cmd.MarkFlagsMutuallyExclusive("image", "status", "abort")
 	cmd.MarkFlagsOneRequired("image", "status", "abort")
 }
@@ -221,8 +221,8 @@ func etcdEndpoints(nodes []rollout.Node) []string {
 }
 
 func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
-	if f.output != "table" && f.output != "json" {
-		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	if f.image != "" {
 		if err := nodeapi.CheckImageRef(f.image); err != nil {
@@ -247,8 +247,8 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 		if err != nil {
 			return etcdFailed(qctx, err, etcdEndpoints(nodes), f.timeout)
 		}
-		if f.output == "json" {
-			return writeJSON(out, rollStatusJSON(s))
+		if f.output != "table" {
+			return emit(out, f.output, rollStatusJSON(s))
 		}
 		printRollStatus(out, s)
 		return nil
