@@ -67,9 +67,9 @@ each node's answer; the nodes are asked at once.
 
 The command exits 1 when any node does not answer, is not a healthy
 member, or has a certificate that expires within 14 days (like etcdctl
-endpoint health), after printing every row. -o json prints one object per
-node: {"node", "endpoint", "status" (the node API's GET /v1/status), or
-"error"}.`,
+endpoint health), after printing every row. -o json (or -o yaml, the
+same document) prints one object per node: {"node", "endpoint",
+"status" (the node API's GET /v1/status), or "error"}.`,
 		Example: `  etcdbox status --dir run/
   etcdbox status --endpoints https://10.0.0.11:9379,https://10.0.0.12:9379 --pki pki/`,
 		Args: cobra.NoArgs,
