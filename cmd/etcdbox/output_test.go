@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -65,6 +68,27 @@ func TestGolden(t *testing.T) {
 			}},
 			{target: statusTarget{name: "n3", endpoint: "https://127.0.0.1:4004"}, err: errors.New("dial tcp 127.0.0.1:4004: connect: connection refused")},
 		}))
+	})
+	t.Run("status end to end", func(t *testing.T) {
+		// The real command against a node API on loopback and a port nothing
+		// listens on; only the two ports, which the kernel picks, are
+		// replaced before the comparison.
+		adminDir := filepath.Join(t.TempDir(), "pki")
+		require.NoError(t, pki.Init(adminDir, false))
+		up := serveStatusNode(t, adminDir, nodeapi.Status{
+			Name: "n1", Cluster: "etcdbox", Version: "v2", EtcdVersion: "3.7.3", Kernel: "6.1.0-57-amd64", Slot: "a", Blessed: true,
+			Slots:      []nodeapi.Slot{{Name: "a", Generation: 1, State: nodeapi.SlotBlessed}},
+			Member:     nodeapi.Member{ID: "8e9e05c52164694d", ClusterID: "cdf818194e3a8c32", Role: nodeapi.RoleVoter, Leader: true, Healthy: true},
+			CertExpiry: at, Uptime: time.Hour, Upgrade: nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle},
+		})
+		down := downPort(t)
+		addr := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+		fixed := strings.NewReplacer(addr(up), "127.0.0.1:UP", addr(down), "127.0.0.1:DOWN")
+		for _, format := range []string{"json", "yaml"} {
+			out, _, err := runStatusCLI(t, "--endpoints", "https://"+addr(up)+",https://"+addr(down), "--pki", adminDir, "-o", format)
+			require.Error(t, err, "the node down makes the exit status non-zero")
+			golden(t, "status-e2e."+format, []byte(fixed.Replace(out)))
+		}
 	})
 	t.Run("cluster status", func(t *testing.T) {
 		goldenForms(t, "cluster-status", clusterStatusJSON([]cluster.NodeStatus{
