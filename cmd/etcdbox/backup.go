@@ -120,6 +120,16 @@ type backupRow struct {
 	nodeapi.Snapshot
 }
 
+// pushedRows are the backups pushed to a registry, as backup list's rows.
+func pushedRows(pushed []backup.Pushed) []backupRow {
+	var rows []backupRow
+	for _, p := range pushed {
+		rows = append(rows, backupRow{Node: "(pushed)", Snapshot: nodeapi.Snapshot{Name: p.Ref, Member: p.Member, Size: p.Size,
+			Revision: p.Revision, Keys: p.Keys, SHA256: p.SHA256, Taken: p.Taken}})
+	}
+	return rows
+}
+
 func newBackupListCmd() *cobra.Command {
 	var (
 		f      nodeFlags
@@ -145,10 +155,7 @@ func newBackupListCmd() *cobra.Command {
 				if err != nil {
 					problems = append(problems, err)
 				}
-				for _, p := range pushed {
-					rows = append(rows, backupRow{Node: "(pushed)", Snapshot: nodeapi.Snapshot{Name: p.Ref, Member: p.Member, Size: p.Size,
-						Revision: p.Revision, Keys: p.Keys, SHA256: p.SHA256, Taken: p.Taken}})
-				}
+				rows = append(rows, pushedRows(pushed)...)
 			}
 			err := f.each(ctx, func(name string, c *nodeapi.Client) bool {
 				snaps, err := c.Backups(ctx)

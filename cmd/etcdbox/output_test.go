@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdbox/etcdbox/init/backup"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -111,12 +112,13 @@ func TestGolden(t *testing.T) {
 		goldenForms(t, "alarm-list", alarmRows([]rollout.Alarm{{Member: "n2", ID: 0x91bc3c398fb3c146, Type: "NOSPACE"}}))
 	})
 	t.Run("backup list", func(t *testing.T) {
-		goldenForms(t, "backup-list", []backupRow{
-			{Node: "n1", Snapshot: nodeapi.Snapshot{Name: "etcd-20300102T030405Z.db", Path: "/var/lib/etcdbox/backups/etcd-20300102T030405Z.db", Member: "n2",
-				Size: 2 << 20, Revision: 4711, Keys: 120, Hash: 3735928559, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Taken: at}},
-			{Node: "(pushed)", Snapshot: nodeapi.Snapshot{Name: "10.0.0.5:5000/etcdbox/backups@sha256:755915b7bcd1f377de5a1d91a0b1e0ff742c6467b1b5deb422de83a299500465",
-				Member: "n2", Size: 2 << 20, Revision: 4711, Keys: 120, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Taken: at}},
-		})
+		// The rows as RunE builds them: the pushed ones, then each node's.
+		rows := pushedRows([]backup.Pushed{{Ref: "10.0.0.5:5000/etcdbox/backups@sha256:755915b7bcd1f377de5a1d91a0b1e0ff742c6467b1b5deb422de83a299500465",
+			Tag: "etcdbox-n2-4711", Cluster: "etcdbox", Member: "n2", Size: 2 << 20, Revision: 4711, Keys: 120,
+			SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Taken: at}})
+		rows = append(rows, backupRow{Node: "n1", Snapshot: nodeapi.Snapshot{Name: "etcd-20300102T030405Z.db", Path: "/var/lib/etcdbox/backups/etcd-20300102T030405Z.db",
+			Member: "n2", Size: 2 << 20, Revision: 4711, Keys: 120, Hash: 3735928559, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Taken: at}})
+		goldenForms(t, "backup-list", rows)
 	})
 	t.Run("upgrade status", func(t *testing.T) {
 		ref := "10.88.0.1:5000/etcdbox@sha256:755915b7bcd1f377de5a1d91a0b1e0ff742c6467b1b5deb422de83a299500465"
