@@ -28,7 +28,7 @@ type rotateFlags struct {
 	nodeTimeout   time.Duration
 	readyWait     time.Duration
 	status, abort bool
-	output        string // --status: table or json
+	output        string // --status: table, json or yaml
 	// srv and networks widen the node CA's scope (NodeScope.Domains and
 	// Networks); they are all of it when the nodes present no node CA.
 	srv      []string

@@ -48,7 +48,7 @@ type upgradeFlags struct {
 	nodeTimeout   time.Duration
 	readyWait     time.Duration
 	status, abort bool
-	output        string // --status: table or json
+	output        string // --status: table, json or yaml
 }
 
 func newUpgradeCmd() *cobra.Command {
