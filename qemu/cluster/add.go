@@ -62,35 +62,10 @@ func (c *Cluster) AddNode(ctx context.Context, opts AddOptions) (Joined, error) 
 	if _, err := c.net.Status(ctx); err != nil {
 		return Joined{}, fmt.Errorf("the cluster's network is down (%w); run up first", err)
 	}
-	var names []string
-	next := 0
-	for _, n := range c.st.Nodes {
-		if _, err := c.VM(n.Name); err != nil {
-			return Joined{}, fmt.Errorf("%s: %w; run up first", n.Name, err)
-		}
-		names = append(names, n.Name)
-		if i, err := strconv.Atoi(strings.TrimPrefix(n.Name, "n")); err == nil && i > next {
-			next = i
-		}
-	}
-	next++
-	if next > maxNodes {
-		return Joined{}, fmt.Errorf("add n%d: at most %d nodes", next, maxNodes)
-	}
-	if err := c.syncIPs(ctx); err != nil {
+	names, n, err := c.nextNode(ctx)
+	if err != nil {
 		return Joined{}, err
 	}
-	used := map[netip.Addr]bool{}
-	for _, o := range c.st.Nodes {
-		used[o.IP], used[o.NextIP] = true, true
-	}
-	ip := nodeIP(next)
-	if used[ip] { // a renumbered node took it
-		if ip, err = freeIP(used); err != nil {
-			return Joined{}, fmt.Errorf("add n%d: %w", next, err)
-		}
-	}
-	n := Node{Name: "n" + strconv.Itoa(next), Dir: filepath.Join(c.cfg.Dir, "n"+strconv.Itoa(next)), IP: ip}
 	n.SeedSource = opts.SeedSource
 	if opts.Image != "" {
 		if n.Image, err = pinNodeImage(opts.Image, n.Dir); err != nil {
@@ -130,6 +105,43 @@ func (c *Cluster) AddNode(ctx context.Context, opts AddOptions) (Joined, error) 
 	}
 	j.Voter = time.Since(start)
 	return j, nil
+}
+
+// nextNode checks that every node runs and returns their names and the
+// next node: named after the highest-numbered one, with its address, or
+// a free one when a renumbered node took it.
+func (c *Cluster) nextNode(ctx context.Context) ([]string, Node, error) {
+	var names []string
+	next := 0
+	for _, n := range c.st.Nodes {
+		if _, err := c.VM(n.Name); err != nil {
+			return nil, Node{}, fmt.Errorf("%s: %w; run up first", n.Name, err)
+		}
+		names = append(names, n.Name)
+		if i, err := strconv.Atoi(strings.TrimPrefix(n.Name, "n")); err == nil && i > next {
+			next = i
+		}
+	}
+	next++
+	if next > maxNodes {
+		return nil, Node{}, fmt.Errorf("add n%d: at most %d nodes", next, maxNodes)
+	}
+	if err := c.syncIPs(ctx); err != nil {
+		return nil, Node{}, err
+	}
+	used := map[netip.Addr]bool{}
+	for _, o := range c.st.Nodes {
+		used[o.IP], used[o.NextIP] = true, true
+	}
+	ip := nodeIP(next)
+	if used[ip] { // a renumbered node took it
+		var err error
+		if ip, err = freeIP(used); err != nil {
+			return nil, Node{}, fmt.Errorf("add n%d: %w", next, err)
+		}
+	}
+	name := "n" + strconv.Itoa(next)
+	return names, Node{Name: name, Dir: filepath.Join(c.cfg.Dir, name), IP: ip}, nil
 }
 
 // isNode reports whether member m is node n: by name once it has started,
