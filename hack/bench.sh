@@ -8,6 +8,8 @@
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
 #   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
 #   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify backup)
+#   BENCH_OUT    directory of bench.json and roll.svg (default: the repository root)
+#   BENCH_README 1: regenerate README.md's figures table from bench.json at the end
 # A new section is a function here plus, for Go, a program under bench/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,14 @@ export GOFLAGS=-buildvcs=false
 sysroot=${ETCDBOX_CACHE:-.cache}/sysroot
 out=$(mktemp -d "${TMPDIR:-/tmp}/etcdbox-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
+# Each section records its figures into $BENCH_JSON_DIR
+# (bench/internal/figures); the end merges them into bench.json.
+benchout=${BENCH_OUT:-.}
+mkdir -p "$benchout"
+export BENCH_JSON_DIR=$out/figures
+mkdir -p "$BENCH_JSON_DIR"
+# The upgrade section draws its roll's timeline there (bench/upgrade -svg).
+export BENCH_SVG=$benchout/roll.svg
 
 # Issue 2: build time, image and initrd sizes.
 section_build() {
@@ -69,3 +79,13 @@ for s in ${BENCH_ONLY:-build boot cluster upgrade verify backup}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"
+
+# bench.json: this run's sections replace the old file's of the same name,
+# under the run's date, commit and machine; BENCH_README=1 regenerates the
+# README's figures table from it.
+go run ./bench/figures merge -o "$benchout/bench.json" \
+	-commit "$(git describe --always --dirty 2>/dev/null || echo unknown)" \
+	-command "${BENCH_ONLY:+BENCH_ONLY=\"$BENCH_ONLY\" }hack/bench.sh"
+if [ "${BENCH_README:-}" = 1 ]; then
+	go run ./bench/figures readme "$benchout/bench.json" README.md
+fi
