@@ -6,7 +6,7 @@
 //	go run ./bench/figures record -section build -key build.time -name "image build" \
 //	    -value 3.35 -unit s -n 5 [-ref "2 s" -refvalue 2] [-goal "<= 2 s"]
 //	go run ./bench/figures merge -dir "$BENCH_JSON_DIR" -o bench.json \
-//	    -commit "$(git describe --always --dirty)" -command "hack/bench.sh" -accel tcg
+//	    -commit "$(git describe --always --dirty)" -command "hack/bench.sh"
 //	go run ./bench/figures readme bench.json README.md
 //
 // record writes through bench/internal/figures, so it needs
@@ -28,6 +28,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/bench/internal/benchmain"
 	"github.com/etcdbox/etcdbox/bench/internal/figures"
+	"github.com/etcdbox/etcdbox/qemu"
 )
 
 func main() { benchmain.Main("bench figures", run) }
@@ -87,7 +88,7 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&out, "o", "bench.json", "bench.json to write; its sections this run did not measure stay")
 	fs.StringVar(&r.Commit, "commit", "unknown", "the commit measured")
 	fs.StringVar(&r.Command, "command", "hack/bench.sh", "the command that measured")
-	fs.StringVar(&r.Machine.Accel, "accel", "unknown", "QEMU's accelerator: kvm or tcg")
+	fs.StringVar(&r.Machine.Accel, "accel", "", "QEMU's accelerator, kvm or tcg (default: the one QEMU would use, $ETCDBOX_ACCEL or the cached probe)")
 	fs.IntVar(&r.Machine.NProc, "nproc", runtime.NumCPU(), "the host's CPUs")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,6 +97,9 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 		return errors.New("merge: want -dir or $" + figures.DirEnv + ", and no arguments")
 	}
 	r.Date = time.Now().UTC().Format(time.RFC3339)
+	if r.Machine.Accel == "" {
+		r.Machine.Accel = qemu.Accel()
+	}
 	fresh, err := readSections(dir)
 	if err != nil {
 		return err
