@@ -2,7 +2,9 @@
 # bench_build.sh prints the build figures of issue 2: the median time of
 # five raw builds from the prebuilt binaries in bin/, the raw image's
 # apparent and allocated size, and the initrd size compressed and
-# uncompressed. Printed, not asserted. Needs `make build` and hack/deps.sh.
+# uncompressed, the kernel and /init sizes. Printed, not asserted; with
+# $BENCH_JSON_DIR (hack/bench.sh) also recorded as the section "build" of
+# bench.json. Needs `make build` and hack/deps.sh.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +16,31 @@ img=$out/etcdbox.img
 echo "== etcdbox build (raw, and each other format in the same rounds)"
 GOFLAGS=-buildvcs=false go run ./image/internal/benchbuild \
 	-n "${BENCH_RUNS:-5}" -o "$img" -sysroot "$sysroot" -etcd bin/etcd -init bin/init \
-	-formats "${BENCH_FORMATS-qcow2,vhd,gce,vmdk,oci}"
+	-formats "${BENCH_FORMATS-qcow2,vhd,gce,vmdk,oci}" | tee "$out/benchbuild.txt"
 apparent=$(stat -c %s "$img")
 allocated=$(du -B1 "$img" | cut -f1)
 printf 'raw image apparent:  %d bytes (%d MiB)\n' "$apparent" $((apparent >> 20))
 printf 'raw image allocated: %d bytes (%d MiB)\n' "$allocated" $((allocated >> 20))
+kernel=$(find "$sysroot/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
+kbytes=$(stat -c %s "$kernel")
+ibytes=$(stat -c %s bin/init)
+printf 'kernel:              %d bytes (%s)\n' "$kbytes" "$(basename "$kernel")"
+printf '/init binary:        %d bytes\n' "$ibytes"
+
+[ -n "${BENCH_JSON_DIR:-}" ] || exit 0
+# The figures above, for bench.json (bench/figures record).
+GOFLAGS=-buildvcs=false go build -o "$out/figures" ./bench/figures
+rec() { "$out/figures" record -section build "$@"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
+# "build time (raw, median of 5): 3.35s (min ...": the median and n.
+read -r n median < <(sed -n 's/^build time (raw, median of \([0-9]*\)): \([0-9.]*\)s.*/\1 \2/p' "$out/benchbuild.txt")
+initrd=$(sed -n 's/^initrd compressed: *\([0-9]*\) bytes.*/\1/p' "$out/benchbuild.txt")
+unpacked=$(sed -n 's/^initrd uncompressed: *\([0-9]*\) bytes.*/\1/p' "$out/benchbuild.txt")
+rec -key build.time -name "image build from prebuilt binaries (raw)" -value "$median" -unit s -n "$n" -goal "<= 2 s"
+rec -key build.boot-size -name "kernel + initrd" -value "$(mib $((kbytes + initrd)))" -unit MiB -goal "<= 20 MiB"
+rec -key build.initrd -name "initrd, compressed" -value "$(mib "$initrd")" -unit MiB \
+	-ref "the initrd uncompressed" -refvalue "$(mib "$unpacked")"
+rec -key build.initrd-uncompressed -name "initrd, uncompressed" -value "$(mib "$unpacked")" -unit MiB -goal "as small as the parts allow"
+rec -key build.init-binary -name "/init binary" -value "$(mib "$ibytes")" -unit MiB -goal "drop what the init does not use"
+rec -key build.raw-allocated -name "raw image, allocated" -value "$(mib "$allocated")" -unit MiB \
+	-ref "its apparent size" -refvalue "$(mib "$apparent")"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -124,7 +125,12 @@ func writeFile(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
+// marshal is bench.json's text: indented, "<=" left as it is.
 func marshal(b Bench) ([]byte, error) {
-	data, err := json.MarshalIndent(b, "", "  ")
-	return append(data, '\n'), err
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(b)
+	return buf.Bytes(), err
 }
