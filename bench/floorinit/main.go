@@ -9,6 +9,15 @@
 // listeners and its data on a tmpfs: no TLS, no disk, no DHCP, no
 // supervision.
 //
+// In its cluster mode, chosen on the kernel command line
+// (floor.cluster=f1=10.88.0.11,f2=10.88.0.12,f3=10.88.0.13; see
+// cmdline.go), it is instead one member of a plain-http etcd cluster on
+// a closed qemu/vnet network, the throughput bench's floor: its address
+// is static, its member is the one whose name gives its NIC's MAC, and
+// its data is on the image's DATA partition, grown, formatted ext4 and
+// mounted by the same code (init/storage) and options as an etcdbox
+// node's, since fsync dominates etcd's write path.
+//
 // It is built static for the guest and put in an image as /init:
 //
 //	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -o floorinit ./bench/floorinit
@@ -36,6 +45,9 @@ const (
 	guestAddr = "10.0.2.15/24"
 	etcdBin   = "/usr/bin/etcd"
 	dataDir   = "/var/lib/etcd"
+	// clusterData is etcd's data directory in the cluster mode, on DATA
+	// mounted at dataDir.
+	clusterData = dataDir + "/data"
 )
 
 func main() {
@@ -54,62 +66,90 @@ func run() error {
 		{"proc", "/proc", "proc", ""},
 		{"sysfs", "/sys", "sysfs", ""},
 		{"devtmpfs", "/dev", "devtmpfs", "mode=0755"},
-		{"tmpfs", dataDir, "tmpfs", "mode=0700"},
 	} {
-		if err := os.MkdirAll(m.target, 0o755); err != nil {
-			return fmt.Errorf("mkdir %s: %w", m.target, err)
-		}
-		if err := unix.Mount(m.src, m.target, m.fstype, 0, m.data); err != nil && !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+		if err := mount(m.src, m.target, m.fstype, m.data); err != nil {
+			return err
 		}
 	}
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return err
+	}
 	// Module failures for devices the floor does not use (watchdog,
-	// input) are not fatal: only the NIC matters.
+	// input) are not fatal: only the NIC (and in the cluster mode the
+	// disk) matters.
 	if _, err := (&kmod.Loader{}).Coldplug("/sys"); err != nil {
 		fmt.Fprintf(os.Stderr, "floorinit: coldplug: %v\n", err)
 	}
-	ip, err := configureNIC()
+	h, nic, err := findNIC()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	cc, err := parseCmdline(string(cmdline), nic.Attrs().HardwareAddr)
+	if err != nil {
+		return err
+	}
+	if cc != nil {
+		return runMember(h, nic, *cc)
+	}
+	if err := mount("tmpfs", dataDir, "tmpfs", "mode=0700"); err != nil {
+		return err
+	}
+	ip, err := configureNIC(h, nic, guestAddr)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "floorinit: exec etcd on %s\n", ip)
-	args := []string{
-		etcdBin,
+	return execEtcd(
 		"--name=floor",
-		"--data-dir=" + dataDir,
+		"--data-dir="+dataDir,
 		"--listen-client-urls=http://0.0.0.0:2379",
-		"--advertise-client-urls=http://" + ip + ":2379",
+		"--advertise-client-urls=http://"+ip+":2379",
 		"--listen-peer-urls=http://0.0.0.0:2380",
-		"--initial-advertise-peer-urls=http://" + ip + ":2380",
-		"--initial-cluster=floor=http://" + ip + ":2380",
+		"--initial-advertise-peer-urls=http://"+ip+":2380",
+		"--initial-cluster=floor=http://"+ip+":2380",
 		"--initial-cluster-state=new",
-		"--logger=zap",
-		"--log-outputs=stderr",
-	}
-	env := []string{"PATH=/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/"}
-	return fmt.Errorf("exec %s: %w", etcdBin, syscall.Exec(etcdBin, args, env))
+	)
 }
 
-// configureNIC waits for the first non-loopback link, brings it and lo
-// up, and gives it guestAddr. No route: forwarded connections come from
-// the slirp gateway 10.0.2.2, on the link. It returns the address without
-// its prefix length.
-func configureNIC() (string, error) {
+// execEtcd replaces this process with etcd, logging to the console.
+func execEtcd(args ...string) error {
+	argv := append(append([]string{etcdBin}, args...), "--logger=zap", "--log-outputs=stderr")
+	env := []string{"PATH=/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/"}
+	return fmt.Errorf("exec %s: %w", etcdBin, syscall.Exec(etcdBin, argv, env))
+}
+
+// mount mounts a filesystem on target, made when missing; one already
+// there is fine.
+func mount(src, target, fstype, data string) error {
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", target, err)
+	}
+	if err := unix.Mount(src, target, fstype, 0, data); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("mount %s on %s: %w", fstype, target, err)
+	}
+	return nil
+}
+
+// findNIC waits for the first non-loopback link and brings lo up.
+func findNIC() (*netlink.Handle, netlink.Link, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		return "", fmt.Errorf("netlink: %w", err)
+		return nil, nil, fmt.Errorf("netlink: %w", err)
 	}
-	defer h.Close()
-	var nic netlink.Link
-	for deadline := time.Now().Add(20 * time.Second); nic == nil; {
+	for deadline := time.Now().Add(20 * time.Second); ; {
 		links, err := h.LinkList()
 		if err != nil {
-			return "", fmt.Errorf("list links: %w", err)
+			h.Close()
+			return nil, nil, fmt.Errorf("list links: %w", err)
 		}
+		var nic netlink.Link
 		for _, l := range links {
 			if l.Attrs().Flags&net.FlagLoopback != 0 {
 				if err := h.LinkSetUp(l); err != nil {
-					return "", fmt.Errorf("set %s up: %w", l.Attrs().Name, err)
+					h.Close()
+					return nil, nil, fmt.Errorf("set %s up: %w", l.Attrs().Name, err)
 				}
 				continue
 			}
@@ -117,20 +157,29 @@ func configureNIC() (string, error) {
 				nic = l
 			}
 		}
-		if nic == nil {
-			if time.Now().After(deadline) {
-				return "", errors.New("no network interface appeared within 20s")
-			}
-			time.Sleep(20 * time.Millisecond)
+		if nic != nil {
+			return h, nic, nil
 		}
+		if time.Now().After(deadline) {
+			h.Close()
+			return nil, nil, errors.New("no network interface appeared within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	addr, err := netlink.ParseAddr(guestAddr)
+}
+
+// configureNIC gives nic the address cidr and brings it up. No route:
+// the single node's forwarded connections come from the slirp gateway
+// 10.0.2.2, and a cluster member's from its network's gateway, both on
+// the link. It returns the address without its prefix length.
+func configureNIC(h *netlink.Handle, nic netlink.Link, cidr string) (string, error) {
+	addr, err := netlink.ParseAddr(cidr)
 	if err != nil {
 		return "", err
 	}
 	name := nic.Attrs().Name
 	if err := h.AddrReplace(nic, addr); err != nil {
-		return "", fmt.Errorf("add %s to %s: %w", guestAddr, name, err)
+		return "", fmt.Errorf("add %s to %s: %w", cidr, name, err)
 	}
 	if err := h.LinkSetUp(nic); err != nil {
 		return "", fmt.Errorf("set %s up: %w", name, err)
