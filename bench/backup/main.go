@@ -3,8 +3,8 @@
 // size, and the write latency a client sees while snapshots run, against
 // the same writer with no snapshot running (the p99 ratio). It runs the
 // init's own backup code against one upstream etcd on loopback, on the
-// host, so it measures no emulation. It prints figures; nothing is
-// asserted.
+// host, so it measures no emulation. It prints figures, and records them
+// for bench.json (bench/internal/figures); nothing is asserted.
 //
 //	go run ./bench/backup -etcd bin/etcd -keys 50000
 package main
@@ -26,6 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdbox/etcdbox/bench/internal/figures"
 	"github.com/etcdbox/etcdbox/bench/internal/stats"
 	"github.com/etcdbox/etcdbox/init/backup"
 )
@@ -114,7 +115,13 @@ func run(etcdBin string, keys, runs int, window time.Duration) error {
 		stats.Durations(verify).Format("%.3fs"), stats.Ratio(stats.Durations(verify), stats.Durations(snap)))
 	fmt.Printf("  write latency p99, no snapshot: %.2fms (%d writes)\n", p99(quiet), len(quiet))
 	fmt.Printf("  write latency p99, snapshots running: %.2fms (%d writes): %.2fx\n", p99(during), len(during), p99(during)/p99(quiet))
-	return nil
+	sn, ve := stats.Durations(snap), stats.Durations(verify)
+	return figures.Record("backup",
+		figures.Figure{Key: "backup.snapshot", Name: fmt.Sprintf("snapshot stream of %.0f MiB, on the host", float64(size)/(1<<20)), Value: sn.Median, Unit: "s", N: sn.N},
+		figures.Figure{Key: "backup.verify", Name: "verifying the snapshot (SHA-256, page check, every key read)", Value: ve.Median, Unit: "s", N: ve.N}.
+			Ref("the snapshot stream", sn.Median),
+		figures.Figure{Key: "backup.p99", Name: "write latency p99 while snapshots run back to back", Value: p99(during), Unit: "ms", N: len(during)}.
+			Ref("the same writer with no snapshot", p99(quiet)))
 }
 
 // fill writes keys keys of 1 KiB, a hundred per transaction.

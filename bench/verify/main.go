@@ -8,7 +8,8 @@
 //
 // It runs the init's own code on the host, against an in-process registry
 // on loopback, so it measures no emulation: under TCG the node's CPU is
-// slower for the hashing and the pull alike. It prints figures; nothing is
+// slower for the hashing and the pull alike. It prints figures, and
+// records them for bench.json (bench/internal/figures); nothing is
 // asserted.
 //
 //	go run ./bench/verify -oci out/etcdbox.tar -image out/etcdbox.img
@@ -40,6 +41,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/etcdbox/etcdbox/bench/internal/figures"
 	"github.com/etcdbox/etcdbox/bench/internal/stats"
 	"github.com/etcdbox/etcdbox/imagesig"
 	"github.com/etcdbox/etcdbox/init/slot"
@@ -124,7 +126,11 @@ func run(ociPath, rawPath string, n int) error {
 	fmt.Printf("    slot write (flushed):      %s\n", stats.Durations(write).Format("%.3fs"))
 	fmt.Printf("  SHA-256 of the pulled blobs: %s\n", stats.Durations(hash).Format("%.3fs"))
 	fmt.Printf("  verification (digests + signature) / staging: %s\n", stats.Ratio(stats.Durations(verify), stats.Durations(stage)))
-	return nil
+	v, sg := stats.Durations(verify), stats.Durations(stage)
+	return figures.Record("verify",
+		figures.Figure{Key: "verify.check", Name: "verifying an upgrade image (digests + signature), on the host", Value: v.Median, Unit: "s", N: v.N}.
+			Ref("its whole staging (signature, pull, slot write)", sg.Median),
+		figures.Figure{Key: "verify.staging", Name: "staging of an upgrade image, on the host", Value: sg.Median, Unit: "s", N: sg.N})
 }
 
 // timings are the durations of each measured staging.
