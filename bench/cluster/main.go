@@ -11,8 +11,9 @@
 // ratio to the plain restart just measured), and a cold start of all
 // three (as a ratio to the one-node up). Then issue 13's (dr.go): a
 // restore of the three nodes and a quorum-loss recovery, as ratios to one
-// node's reboot, and the recovery point from backups. It prints figures;
-// nothing is asserted but the history.
+// node's reboot, and the recovery point from backups. It prints figures,
+// and records them for bench.json (record.go); nothing is asserted but
+// the history.
 //
 //	go run ./bench/cluster -image out/etcdbox.img
 package main
@@ -99,7 +100,7 @@ func run(img, sysroot, cli string, mem int) error {
 	probe := qemu.Prober{CacheFile: "-"}.Probe(ctx)
 	u.print(probe, f)
 	dr.print()
-	return nil
+	return record(u, f, dr)
 }
 
 // upFigures are the figures of cluster up, add, and a node's kill and
