@@ -64,6 +64,9 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 	}
 	report(stdout, samples)
+	if err := record(summarise(samples)); err != nil {
+		return err
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d boots failed", failed, o.boots*len(vs))
 	}
@@ -77,8 +80,35 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) error {
 //	/init at:        QEMU start to the kernel running /init
 //	/init->healthy:  healthy minus /init, per boot: the part the init changes
 func report(w io.Writer, samples []sample) {
-	type fig struct{ healthy, kernel, init, after, rss stats.Summary }
-	by := map[string]fig{}
+	by := summarise(samples)
+	ours, floor, nometa := by["ours"], by["floor"], by["nometa"]
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "image\tboot to healthy: median (min, max)\tkernel at\t/init at\t/init->healthy\tinit rss at ready")
+	for _, r := range []struct {
+		name string
+		f    summary
+		rss  string
+	}{{"ours", ours, ours.rss.Format("%.0f KiB")}, {"floor", floor, "-"}, {"nometa", nometa, nometa.rss.Format("%.0f KiB")}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.f.healthy.Format("%.1fs"),
+			median(r.f.kernel), median(r.f.init), r.f.after.Format("%.1fs"), r.rss)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "ratio ours/floor, boot to healthy (medians): %s\n", stats.Ratio(ours.healthy, floor.healthy))
+	fmt.Fprintf(w, "ratio ours/floor, /init->healthy (medians):  %s\n", stats.Ratio(ours.after, floor.after))
+	fmt.Fprintf(w, "init rss once etcd is ready: %s\n", ours.rss.Format("%.0f KiB"))
+	if nometa.healthy.N > 0 {
+		fmt.Fprintf(w, "cloud metadata probe outside any cloud: ours/nometa, boot to healthy (medians): %s; %s\n",
+			stats.Ratio(ours.healthy, nometa.healthy), probeCost(ours.after, nometa.after))
+	}
+}
+
+// summary is one image's boots summarised: boot to healthy, kernel at,
+// /init at, /init->healthy (seconds) and the init's rss at ready (KiB).
+type summary struct{ healthy, kernel, init, after, rss stats.Summary }
+
+// summarise summarises the samples of each image by its name.
+func summarise(samples []sample) map[string]summary {
+	by := map[string]summary{}
 	for _, name := range []string{"ours", "floor", "nometa"} {
 		var healthy, kernel, start, after []time.Duration
 		var rss []float64
@@ -98,27 +128,9 @@ func report(w io.Writer, samples []sample) {
 				rss = append(rss, float64(s.rssKiB))
 			}
 		}
-		by[name] = fig{stats.Durations(healthy), stats.Durations(kernel), stats.Durations(start), stats.Durations(after), stats.Of(rss)}
+		by[name] = summary{stats.Durations(healthy), stats.Durations(kernel), stats.Durations(start), stats.Durations(after), stats.Of(rss)}
 	}
-	ours, floor, nometa := by["ours"], by["floor"], by["nometa"]
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "image\tboot to healthy: median (min, max)\tkernel at\t/init at\t/init->healthy\tinit rss at ready")
-	for _, r := range []struct {
-		name string
-		f    fig
-		rss  string
-	}{{"ours", ours, ours.rss.Format("%.0f KiB")}, {"floor", floor, "-"}, {"nometa", nometa, nometa.rss.Format("%.0f KiB")}} {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.f.healthy.Format("%.1fs"),
-			median(r.f.kernel), median(r.f.init), r.f.after.Format("%.1fs"), r.rss)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "ratio ours/floor, boot to healthy (medians): %s\n", stats.Ratio(ours.healthy, floor.healthy))
-	fmt.Fprintf(w, "ratio ours/floor, /init->healthy (medians):  %s\n", stats.Ratio(ours.after, floor.after))
-	fmt.Fprintf(w, "init rss once etcd is ready: %s\n", ours.rss.Format("%.0f KiB"))
-	if nometa.healthy.N > 0 {
-		fmt.Fprintf(w, "cloud metadata probe outside any cloud: ours/nometa, boot to healthy (medians): %s; %s\n",
-			stats.Ratio(ours.healthy, nometa.healthy), probeCost(ours.after, nometa.after))
-	}
+	return by
 }
 
 // probeCost is the difference of the /init->healthy medians: what the

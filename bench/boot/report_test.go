@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/bench/internal/figures"
 )
 
 func TestReadyRSS(t *testing.T) {
@@ -46,4 +52,27 @@ func TestReport(t *testing.T) {
 	report(&b, []sample{s("ours", time.Second, 0, -1)})
 	assert.Contains(t, b.String(), "boot to healthy (medians): n/a")
 	assert.Contains(t, b.String(), "init rss once etcd is ready: n/a")
+}
+
+func TestRecord(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(figures.DirEnv, dir)
+	s := func(v string, healthy, init time.Duration, rss int64) sample {
+		return sample{variant: v, healthy: healthy, kernel: time.Second, init: init, rssKiB: rss}
+	}
+	require.NoError(t, record(summarise([]sample{
+		s("ours", 20*time.Second, 10*time.Second, 2048),
+		s("floor", 10*time.Second, 5*time.Second, -1),
+	})))
+	data, err := os.ReadFile(filepath.Join(dir, "boot.json"))
+	require.NoError(t, err)
+	var got figures.Section
+	require.NoError(t, json.Unmarshal(data, &got))
+	by := map[string]figures.Figure{}
+	for _, f := range got.Figures {
+		by[f.Key] = f
+	}
+	assert.Equal(t, 2.0, by["boot.init-healthy"].Ratio, "/init->healthy: 10s vs 5s")
+	assert.Equal(t, 2.0, by["boot.init-rss"].Value, "2048 KiB in MiB")
+	assert.NotContains(t, by, "boot.probe", "no nometa boots")
 }
