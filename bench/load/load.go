@@ -77,9 +77,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clients < 1 {
 		return c, fmt.Errorf("load: clients %d: want at least 1", c.Clients)
 	}
-	if c.Duration <= 0 {
-		return c, fmt.Errorf("load: duration %s: want more than 0", c.Duration)
-	}
 	if c.Conns <= 0 {
 		c.Conns = min(c.Clients, 16)
 	}
@@ -179,6 +176,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if c.Duration <= 0 {
+		return Result{}, fmt.Errorf("load: duration %s: want more than 0", c.Duration)
+	}
 	clis, err := Dial(ctx, c, c.Conns)
 	if err != nil {
 		return Result{}, err
@@ -254,8 +254,10 @@ func run(ctx context.Context, c Config, clis []*clientv3.Client) Result {
 }
 
 // Fill writes every key of c's key space once, with c.Clients writers,
-// so that range reads find values; it returns the first error.
+// so that range reads find values; it returns the first error. c.Op,
+// Warmup and Duration are not used.
 func Fill(ctx context.Context, c Config) error {
+	c.Op = Put
 	c, err := c.withDefaults()
 	if err != nil {
 		return err

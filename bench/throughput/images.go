@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/etcdbox/etcdbox/image"
+)
+
+// floorNames are the floor cluster's members, with their addresses on
+// its network (the appliance cluster's nodes have the same ones).
+var floorNames = []string{"f1", "f2", "f3"}
+
+// floorIP is the address of floor member i (0-based) on its network,
+// 10.88.0.11 and up, as qemu/cluster numbers its nodes.
+func floorIP(i int) string { return fmt.Sprintf("10.88.0.%d", 11+i) }
+
+// floorCmdline is the floor image's kernel command line: the cluster
+// mode of bench/floorinit, each VM finding its member by its MAC.
+func floorCmdline() string {
+	var parts []string
+	for i, n := range floorNames {
+		parts = append(parts, n+"="+floorIP(i))
+	}
+	return "floor.cluster=" + strings.Join(parts, ",")
+}
+
+// images are the two raw images a run boots.
+type images struct{ ours, floor string }
+
+// buildImages builds our image (no seed: the cluster harness gives each
+// node its seed volume) and the floor image, from the same kernel,
+// modules, etcd and bootloader, so they differ in /init and the floor's
+// command line only.
+func (o options) buildImages(ctx context.Context, dir string) (images, error) {
+	im := images{ours: filepath.Join(dir, "ours.img"), floor: filepath.Join(dir, "floor.img")}
+	kernel, modules, err := image.FindKernel(o.sysroot)
+	if err != nil {
+		return im, err
+	}
+	base := image.Config{
+		Kernel: kernel, Modules: modules, Etcd: o.etcd,
+		Bootloader: image.BootloaderPath(o.sysroot), Version: "bench",
+	}
+	ours := base
+	ours.Init, ours.Output = o.init, im.ours
+	floor := base
+	floor.Init, floor.Output, floor.Cmdline = o.floorInit, im.floor, floorCmdline()
+	for _, c := range []image.Config{ours, floor} {
+		if _, err := image.Build(ctx, c); err != nil {
+			return im, fmt.Errorf("build %s: %w", c.Output, err)
+		}
+	}
+	return im, nil
+}

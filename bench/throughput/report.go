@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/bench/internal/figures"
+	"github.com/etcdbox/etcdbox/bench/load"
+)
+
+// section is this bench's section of bench.json.
+const section = "throughput"
+
+// Figure references and goals (issue 17).
+const (
+	floorRef       = "floor VM"
+	throughputGoal = ">= 0.95x"
+)
+
+// report prints ours against floor, point by point, with the ratio
+// ours/floor of each figure, then check perf's lines, and records the
+// figures.
+func report(w io.Writer, ours, floor clusterRun) error {
+	fmt.Fprintf(w, "== etcd through the appliance: ours = 3 etcdbox nodes (mutual TLS), floor = 3 floor VMs (plain http); ratio = ours/floor\n")
+	fmt.Fprintf(w, "clusters up in: ours %s, floor %s\n", ours.upTook.Round(100*time.Millisecond), floor.upTook.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "%-10s %11s %11s %6s | %9s %9s %6s | %9s %9s %6s | %s\n",
+		"point", "ours ops/s", "floor ops/s", "ratio", "ours p50", "floor p50", "ratio", "ours p99", "floor p99", "ratio", "ops (errors) ours, floor")
+	var figs []figures.Figure
+	for i, o := range ours.results {
+		if i >= len(floor.results) {
+			break
+		}
+		f := floor.results[i]
+		p50o, p50f := o.Latency.Quantile(0.5), f.Latency.Quantile(0.5)
+		p99o, p99f := o.Latency.Quantile(0.99), f.Latency.Quantile(0.99)
+		fmt.Fprintf(w, "%-10s %11.1f %11.1f %6s | %9s %9s %6s | %9s %9s %6s | %d (%d), %d (%d)\n",
+			o.Name(), o.Throughput(), f.Throughput(), ratio(o.Throughput(), f.Throughput()),
+			load.Round(p50o), load.Round(p50f), ratio(ms(p50o), ms(p50f)),
+			load.Round(p99o), load.Round(p99f), ratio(ms(p99o), ms(p99f)),
+			o.Ops, o.Errors, f.Ops, f.Errors)
+		figs = append(figs, pointFigures(o, f)...)
+	}
+	for _, r := range []clusterRun{ours, floor} {
+		switch {
+		case r.perfErr != nil:
+			fmt.Fprintf(w, "etcdctl check perf, %s: %v\n", r.name, r.perfErr)
+		case len(r.perf) > 0:
+			fmt.Fprintf(w, "etcdctl check perf, %s: %s\n", r.name, strings.Join(r.perf, "; "))
+		}
+	}
+	if ours.perfOps > 0 && floor.perfOps > 0 {
+		fmt.Fprintf(w, "etcdctl check perf throughput, ours/floor: %s\n", ratio(ours.perfOps, floor.perfOps))
+		figs = append(figs, figures.Figure{
+			Key: "checkperf.ops", Name: "etcdctl check perf throughput through the appliance",
+			Value: ours.perfOps, Unit: "ops/s",
+		}.Ref(floorRef, floor.perfOps))
+	}
+	return figures.Record(section, figs...)
+}
+
+// pointFigures are one load point's figures: throughput (with issue 17's
+// goal), p50 and p99, each against the floor's.
+func pointFigures(o, f load.Result) []figures.Figure {
+	key := fmt.Sprintf("%s.c%d", o.Op, o.Clients)
+	what := fmt.Sprintf("etcd %s through the appliance, %d clients", o.Op, o.Clients)
+	if o.Op == load.Range {
+		what = fmt.Sprintf("etcd linearizable range through the appliance, %d clients", o.Clients)
+	}
+	return []figures.Figure{
+		figures.Figure{Key: key + ".ops", Name: what + ", throughput", Value: o.Throughput(), Unit: "ops/s",
+			Goal: throughputGoal, N: int(o.Ops)}.Ref(floorRef, f.Throughput()),
+		figures.Figure{Key: key + ".p50", Name: what + ", p50 latency", Value: ms(o.Latency.Quantile(0.5)), Unit: "ms",
+			N: int(o.Ops)}.Ref(floorRef, ms(f.Latency.Quantile(0.5))),
+		figures.Figure{Key: key + ".p99", Name: what + ", p99 latency", Value: ms(o.Latency.Quantile(0.99)), Unit: "ms",
+			N: int(o.Ops)}.Ref(floorRef, ms(f.Latency.Quantile(0.99))),
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ratio prints a/b as "0.97x", or "n/a".
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
