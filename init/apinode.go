@@ -162,8 +162,12 @@ func (a *apiNode) Logs(lines int) []string {
 	return all
 }
 
-func (a *apiNode) Reboot() error {
-	a.n.requestShutdown("reboot requested through the node API", true)
+func (a *apiNode) Reboot(req nodeapi.RebootRequest) error {
+	why := "reboot requested through the node API"
+	if req.NoKexec {
+		why += " (no kexec)"
+	}
+	a.n.request(shutdownRequest{why: why, reboot: true, noKexec: req.NoKexec})
 	return nil
 }
 

@@ -114,6 +114,8 @@ type etcdState struct {
 // watchdog is the part of the hardware watchdog that shutdown needs.
 type watchdog interface {
 	Close() error
+	// Handover leaves it armed for the kernel a kexec jumps into.
+	Handover()
 }
 
 func newNode() *node {
@@ -156,19 +158,18 @@ func (n *node) pkiDir() string   { return filepath.Join(n.stateDir(), "pki") }
 func (n *node) handleShutdown() {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
-	reboot := false
+	var req shutdownRequest
 	select {
 	case s := <-sigc:
 		n.log.Printf("%s received: shutting down", s)
-	case r := <-n.powerc:
+	case req = <-n.powerc:
 		what := "shutting down"
-		if r.reboot {
+		if req.reboot {
 			what = "rebooting"
 		}
-		n.log.Printf("%s: %s", r.why, what)
-		reboot = r.reboot
+		n.log.Printf("%s: %s", req.why, what)
 	}
-	n.shutdownUnsupervised(reboot)
+	n.shutdownUnsupervised(req)
 }
 
 // shutdownUnsupervised runs the shutdown in a goroutine of its own,
@@ -176,11 +177,11 @@ func (n *node) handleShutdown() {
 // while the node stops (etcd half stopped, filesystems half unmounted)
 // still ends PID 1, and the kernel's panic=10 reboots the machine, rather
 // than leaving it half down and waiting for another request.
-func (n *node) shutdownUnsupervised(reboot bool) {
+func (n *node) shutdownUnsupervised(req shutdownRequest) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.shutdown(reboot)
+		n.shutdown(req)
 	}()
 	<-done
 }
@@ -189,20 +190,29 @@ func (n *node) shutdownUnsupervised(reboot bool) {
 type shutdownRequest struct {
 	why    string
 	reboot bool
+	// noKexec keeps the reboot on the firmware path even into a freshly
+	// armed slot (see jump).
+	noKexec bool
 }
 
 // requestShutdown asks for an orderly power-off or reboot and returns.
 func (n *node) requestShutdown(why string, reboot bool) {
+	n.request(shutdownRequest{why: why, reboot: reboot})
+}
+
+// request passes req to handleShutdown, unless one is pending already.
+func (n *node) request(req shutdownRequest) {
 	select {
-	case n.powerc <- shutdownRequest{why, reboot}:
+	case n.powerc <- req:
 	default: // one is pending already
 	}
 }
 
 // shutdown stops etcd gracefully (SIGTERM, then SIGKILL after a deadline),
-// disarms the watchdog, syncs and unmounts, then powers off or reboots. In
+// disarms the watchdog, syncs and unmounts, then powers off or reboots:
+// into a freshly armed slot with kexec, unless req says no (jump). In
 // container mode it exits instead.
-func (n *node) shutdown(reboot bool) {
+func (n *node) shutdown(req shutdownRequest) {
 	n.once.Do(func() {
 		n.mu.Lock()
 		n.stopping = true
@@ -227,14 +237,21 @@ func (n *node) shutdown(reboot bool) {
 			n.log.Printf("shutdown complete")
 			os.Exit(0)
 		}
-		if n.dog != nil {
+		j := jumpPlan{}
+		if req.reboot {
+			j = n.planJump(req.noKexec)
+		}
+		if n.dog != nil && !j.ready {
 			if err := n.dog.Close(); err != nil {
 				n.log.Printf("watchdog: %v", err)
 			}
 		}
 		n.unmountAll()
 		n.log.Printf("shutdown complete")
-		halt(reboot)
+		if j.ready {
+			n.jump(j)
+		}
+		halt(req.reboot)
 	})
 	select {} // another goroutine is shutting down
 }

@@ -189,7 +189,16 @@ func (c *Client) Logs(ctx context.Context, n int) ([]string, error) {
 // Reboot asks the node to reboot. It returns once the node accepted; the
 // node then shuts down in order (leadership transfer, etcd stop, sync).
 func (c *Client) Reboot(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, PathReboot, nil, http.StatusAccepted, nil)
+	return c.RebootWith(ctx, RebootRequest{})
+}
+
+// RebootWith is Reboot with options (RebootRequest).
+func (c *Client) RebootWith(ctx context.Context, req RebootRequest) error {
+	var body any
+	if req != (RebootRequest{}) {
+		body = req
+	}
+	return c.do(ctx, http.MethodPost, PathReboot, body, http.StatusAccepted, nil)
 }
 
 // StageUpgrade asks the node to stage image (pinned by digest, see

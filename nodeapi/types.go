@@ -388,6 +388,15 @@ type Snapshot struct {
 	Taken    time.Time `json:"taken"`
 }
 
+// RebootRequest is the optional body of POST /v1/reboot.
+type RebootRequest struct {
+	// NoKexec makes the reboot go through the firmware. Without it, a
+	// node whose next boot is a freshly armed slot jumps into it with
+	// kexec, counting the try on its ESP as systemd-boot would (DESIGN
+	// §7); every other reboot goes through the firmware anyway.
+	NoKexec bool `json:"noKexec,omitempty"`
+}
+
 // Accepted is the body of a 202 answer.
 type Accepted struct {
 	Message string `json:"message"`

@@ -20,7 +20,7 @@ type NodeAPI interface {
 	HoldUpgrade(ctx context.Context, image string) error
 	ArmUpgrade(ctx context.Context, image string) (nodeapi.UpgradeProgress, error)
 	Upgrade(ctx context.Context) (nodeapi.UpgradeProgress, error)
-	Reboot(ctx context.Context) error
+	RebootWith(ctx context.Context, req nodeapi.RebootRequest) error
 }
 
 var _ NodeAPI = (*nodeapi.Client)(nil)
@@ -50,6 +50,10 @@ type Roll struct {
 	Etcd      Etcd
 	// By says who started the roll, for the target record.
 	By string
+	// NoKexec makes every node reboot through the firmware. Without it a
+	// node jumps into its armed slot with kexec where it can, counting
+	// the try as systemd-boot would (DESIGN §7).
+	NoKexec bool
 	// NodeTimeout bounds one node's step, snapshot to blessed; default
 	// 10 minutes. ReadyWait is how long the roll waits for the
 	// preconditions before a step; default 2 minutes. Poll is the
@@ -357,7 +361,7 @@ func (r *Roll) step(ctx context.Context, name string) error {
 
 	s.put(StateRebooting, "")
 	rebootAt := r.now()
-	if err := api.Reboot(ctx); err != nil {
+	if err := api.RebootWith(ctx, nodeapi.RebootRequest{NoKexec: r.NoKexec}); err != nil {
 		return s.fail(StateFailed, fmt.Errorf("reboot: %w", err))
 	}
 	return r.judgeReboot(s, api, rebootAt, begin)

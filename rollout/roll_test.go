@@ -138,10 +138,14 @@ func (n *simNode) Upgrade(context.Context) (nodeapi.UpgradeProgress, error) {
 	return nodeapi.UpgradeProgress{Target: n.staged, Phase: phase}, nil
 }
 
-func (n *simNode) Reboot(context.Context) error {
+func (n *simNode) RebootWith(_ context.Context, req nodeapi.RebootRequest) error {
 	n.s.mu.Lock()
 	defer n.s.mu.Unlock()
-	n.s.event("%s reboot", n.name)
+	if req.NoKexec {
+		n.s.event("%s reboot (no kexec)", n.name)
+	} else {
+		n.s.event("%s reboot", n.name)
+	}
 	if n.s.leader == n.name {
 		n.s.leader = "" // an election follows
 	}
@@ -313,6 +317,22 @@ func TestRollFollowersFirstLeaderLast(t *testing.T) {
 	s.events = nil
 	require.NoError(t, s.roll("n1", "n2", "n3").Run(t.Context()))
 	assert.Empty(t, s.events)
+}
+
+// TestRollNoKexec asks every node for a firmware reboot.
+func TestRollNoKexec(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.leader = "n3"
+	r := s.roll("n1", "n2", "n3")
+	r.NoKexec = true
+	require.NoError(t, r.Run(t.Context()))
+	var reboots []string
+	for _, e := range s.events {
+		if strings.Contains(e, "reboot") {
+			reboots = append(reboots, e)
+		}
+	}
+	assert.Equal(t, []string{"n1 reboot (no kexec)", "n2 reboot (no kexec)", "n3 reboot (no kexec)"}, reboots)
 }
 
 func TestRollStopsAtRollback(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/rollout"
 )
 
@@ -39,11 +40,11 @@ type rebootClock struct {
 	node string
 }
 
-func (c rebootClock) Reboot(ctx context.Context) error {
+func (c rebootClock) RebootWith(ctx context.Context, req nodeapi.RebootRequest) error {
 	c.mu.Lock()
 	c.at[c.node] = time.Now()
 	c.mu.Unlock()
-	return c.NodeAPI.Reboot(ctx)
+	return c.NodeAPI.RebootWith(ctx, req)
 }
 
 // roll pushes the v2 tarball and rolls it over the cluster under the

@@ -183,19 +183,23 @@ func (f *nodeFlags) follow(ctx context.Context, node string, lines int, every ti
 
 func newRebootCmd() *cobra.Command {
 	var f nodeFlags
+	var noKexec bool
 	cmd := &cobra.Command{
 		Use:   "reboot NODE (--endpoints URL[,URL...] --pki DIR | --dir DIR)",
 		Short: "Reboot NODE in order: leadership handed over, etcd stopped, disks synced",
 		Long: `Reboot asks NODE's API to reboot (POST /v1/reboot) and returns once
 the node accepted. The node shuts down in order: it hands leadership over
 when it leads, stops etcd, syncs, and reboots into the slot the firmware
-picks (its own, unless an upgrade armed the other). Follow it with
-etcdbox status. --timeout bounds finding the node and its answer.`,
+picks (its own, unless an upgrade armed the other). Into a slot an
+upgrade armed, it jumps with kexec, skipping the firmware, and counts the
+try on its ESP as systemd-boot would; --no-kexec reboots through the
+firmware anyway. Follow it with etcdbox status. --timeout bounds finding
+the node and its answer.`,
 		Example: `  etcdbox reboot n2 --dir run/`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd.Context(), args[0], func(ctx context.Context, c *nodeapi.Client) error {
-				if err := c.Reboot(ctx); err != nil {
+				if err := c.RebootWith(ctx, nodeapi.RebootRequest{NoKexec: noKexec}); err != nil {
 					return fmt.Errorf("reboot %s: %w", args[0], err)
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: rebooting\n", args[0])
@@ -204,5 +208,6 @@ etcdbox status. --timeout bounds finding the node and its answer.`,
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVar(&noKexec, "no-kexec", false, "reboot through the firmware, even into a slot an upgrade armed")
 	return cmd
 }

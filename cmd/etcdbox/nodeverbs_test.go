@@ -16,9 +16,10 @@ import (
 // logNode is a node API backend with a log that records reboots.
 type logNode struct {
 	statusNode
-	logs    []string
-	mu      sync.Mutex
-	reboots int
+	logs       []string
+	mu         sync.Mutex
+	reboots    int
+	lastReboot nodeapi.RebootRequest
 }
 
 func (n *logNode) Logs(lines int) []string {
@@ -28,10 +29,11 @@ func (n *logNode) Logs(lines int) []string {
 	return n.logs
 }
 
-func (n *logNode) Reboot() error {
+func (n *logNode) Reboot(req nodeapi.RebootRequest) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.reboots++
+	n.lastReboot = req
 	return nil
 }
 
@@ -54,6 +56,11 @@ func TestLogsAndReboot(t *testing.T) {
 	assert.Equal(t, "n2: rebooting\n", out)
 	assert.Equal(t, 1, n2.reboots)
 	assert.Zero(t, n1.reboots, "only the named node reboots")
+	assert.False(t, n2.lastReboot.NoKexec, "kexec where the node can, by default")
+	_, _, _, err = runExit(t, "reboot", "n2", "--endpoints", eps, "--pki", adminDir, "--no-kexec")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n2.reboots)
+	assert.True(t, n2.lastReboot.NoKexec, "--no-kexec reaches the node")
 
 	_, _, code, err = runExit(t, "reboot", "n9", "--endpoints", eps, "--pki", adminDir)
 	assert.Equal(t, exitError, code)

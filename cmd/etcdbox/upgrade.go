@@ -48,6 +48,7 @@ type upgradeFlags struct {
 	nodeTimeout   time.Duration
 	readyWait     time.Duration
 	status, abort bool
+	noKexec       bool
 	output        string // --status: table, json or yaml
 }
 
@@ -63,6 +64,15 @@ is raised; then the node takes a snapshot onto DATA, stages REF into its
 inactive slot and reboots into it. The node is done once it runs the new
 slot blessed, as a healthy voter. A node that falls back to its old slot
 stops the roll with the reason.
+
+Every node's inactive slot is staged first, held, all at once; each
+node's turn is then the snapshot, the arming and the reboot. A node
+reboots into its armed slot with kexec, skipping the firmware and the
+bootloader; it counts the try on its ESP as systemd-boot would, so a
+slot that panics, hangs or fails its gate still ends in the old slot
+through a firmware reboot. --no-kexec reboots every node through the
+firmware instead (so does a node that cannot kexec, or whose kernel
+command line says etcdbox.kexec=off).
 
 The roll holds the etcd lock /etcdbox/upgrade/lock, records its target in
 /etcdbox/upgrade/target and each node's progress under
@@ -104,6 +114,7 @@ func addUpgradeFlags(cmd *cobra.Command, f *upgradeFlags, endpoints bool) {
 	fl.DurationVar(&f.readyWait, "ready-wait", 2*time.Minute, "how long to wait for the cluster to be healthy before each node")
 	fl.BoolVar(&f.status, "status", false, "print the roll's target and each node's record, and exit")
 	fl.BoolVar(&f.abort, "abort", false, "delete the roll's target: a running roll stops before its next node")
+	fl.BoolVar(&f.noKexec, "no-kexec", false, "reboot each node through the firmware, not with kexec into its armed slot")
 	addOutputFlag(cmd, &f.output, "--status output")
 	cmd.MarkFlagsMutuallyExclusive("image", "status", "abort")
 	cmd.MarkFlagsOneRequired("image", "status", "abort")
@@ -265,7 +276,7 @@ func runUpgrade(ctx context.Context, f upgradeFlags, out io.Writer) error {
 	}
 	r := &rollout.Roll{
 		Image: f.image, ImageEtcd: etcdVersion, Nodes: nodes, Etcd: e, By: rollBy(),
-		NodeTimeout: f.nodeTimeout, ReadyWait: f.readyWait, Log: lineLogger(out),
+		NodeTimeout: f.nodeTimeout, ReadyWait: f.readyWait, Log: lineLogger(out), NoKexec: f.noKexec,
 	}
 	return r.Run(ctx)
 }

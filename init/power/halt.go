@@ -6,8 +6,11 @@ type Action int
 const (
 	// PowerOff turns the machine off (ACPI S5; QEMU exits).
 	PowerOff Action = iota
-	// Reboot restarts it.
+	// Reboot restarts it through the firmware.
 	Reboot
+	// Kexec jumps into the kernel LoadKexec loaded, without the
+	// firmware (LINUX_REBOOT_CMD_KEXEC).
+	Kexec
 )
 
 func (a Action) String() string {
@@ -16,6 +19,8 @@ func (a Action) String() string {
 		return "power off"
 	case Reboot:
 		return "reboot"
+	case Kexec:
+		return "kexec"
 	}
 	return "unknown action"
 }

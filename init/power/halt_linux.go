@@ -28,6 +28,8 @@ func Halt(a Action) error {
 		cmd = unix.LINUX_REBOOT_CMD_POWER_OFF
 	case Reboot:
 		cmd = unix.LINUX_REBOOT_CMD_RESTART
+	case Kexec:
+		cmd = unix.LINUX_REBOOT_CMD_KEXEC
 	default:
 		return fmt.Errorf("halt: unknown action %d", int(a))
 	}

@@ -189,6 +189,35 @@ func (w *Watchdog) timeoutString() string {
 	return w.timeout.String()
 }
 
+// Handover leaves the watchdog armed for the kernel a kexec jumps into:
+// feeding stops, the device is fed once more and left open, never
+// disarmed, so the timer runs on through the jump and the new kernel's
+// boot until that kernel's init opens the device again and feeds it. A
+// kernel that hangs on the way (in the jump, in a driver, before its
+// init) is then reset by the watchdog through the firmware, as a
+// firmware reboot could not be watched. Call it last, just before
+// Halt(Kexec); when the jump fails, Close still disarms it.
+func (w *Watchdog) Handover() {
+	w.mu.Lock()
+	dev := w.dev
+	w.mu.Unlock()
+	if dev == nil {
+		return
+	}
+	if w.stopc != nil {
+		select {
+		case <-w.stopc:
+		default:
+			close(w.stopc)
+			<-w.loopDone
+		}
+	}
+	if err := dev.Keepalive(); err != nil {
+		w.logf("watchdog %s: feed: %v", w.Path, err)
+	}
+	w.logf("watchdog %s left armed for the next kernel (%s)", w.Path, w.timeoutString())
+}
+
 // Close prepares the watchdog for a clean power-off or reboot. A driver
 // with magic close is disarmed: feeding stops and 'V' is written before the
 // device is closed. Otherwise closing would leave it running unfed, so
@@ -209,7 +238,11 @@ func (w *Watchdog) Close() error {
 	}
 	w.dev = nil // a second Close returns at once
 	w.mu.Unlock()
-	close(w.stopc)
+	select {
+	case <-w.stopc: // stopped by Handover
+	default:
+		close(w.stopc)
+	}
 	<-w.loopDone
 	if err := dev.Disarm(); err != nil {
 		return fmt.Errorf("disarm watchdog %s: %w", w.Path, err)

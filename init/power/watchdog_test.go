@@ -100,7 +100,11 @@ func newTestWatchdog(t *testing.T, dev *fakeDevice, configure func(*Watchdog)) (
 	require.NoError(t, w.Start())
 	t.Cleanup(func() {
 		if w.dev != nil { // not disarmed: end the feeding goroutine
-			close(w.stopc)
+			select {
+			case <-w.stopc: // by Handover
+			default:
+				close(w.stopc)
+			}
 			<-w.loopDone
 		}
 	})
@@ -282,6 +286,35 @@ func TestWatchdogCloseWithoutMagicCloseKeepsFeeding(t *testing.T) {
 	w.tick()
 	w.tick()
 	assert.Equal(t, 3, dev.fed())
+}
+
+// TestWatchdogHandover leaves the watchdog armed and fed for a kexec: the
+// feeding stops, one last feed, no disarm; and when the jump then fails,
+// Close still disarms it before the firmware reboot.
+func TestWatchdogHandover(t *testing.T) {
+	dev := &fakeDevice{magic: true}
+	ticks := make(chan time.Time)
+	stopped := make(chan struct{})
+	l := &logs{}
+	w := &Watchdog{
+		Log:    l.logf,
+		open:   func(string) (device, error) { return dev, nil },
+		ticker: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() { close(stopped) } },
+	}
+	require.NoError(t, w.Start())
+	ticks <- time.Now()
+	before := dev.fed()
+	w.Handover()
+	<-stopped // the feeding loop ended
+	assert.Equal(t, before+1, dev.fed(), "fed once more for the next kernel")
+	assert.False(t, dev.disarmed, "left armed")
+	assert.Equal(t, 1, l.count("left armed for the next kernel"))
+	w.Handover() // again: nothing more
+	assert.Equal(t, before+2, dev.fed())
+	require.NoError(t, w.Close())
+	assert.True(t, dev.disarmed, "a failed jump still disarms before the firmware reboot")
+	w.Handover()
+	assert.Equal(t, before+2, dev.fed(), "nothing after Close")
 }
 
 func TestWatchdogLoopTicks(t *testing.T) {

@@ -199,13 +199,13 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) reboot(w http.ResponseWriter, r *http.Request) error {
-	// The body is optional; when there is one it must be an empty object,
-	// so a misspelt option is not silently dropped.
-	var req struct{}
+	// The body is optional; an unknown field is refused, so a misspelt
+	// option is not silently dropped.
+	var req nodeapi.RebootRequest
 	if err := decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	if err := s.cfg.Node.Reboot(); err != nil {
+	if err := s.cfg.Node.Reboot(req); err != nil {
 		return nodeError("reboot", err)
 	}
 	writeJSON(w, http.StatusAccepted, nodeapi.Accepted{Message: "rebooting"})

@@ -35,6 +35,7 @@ type fakeNode struct {
 	rebootErr error
 	stageErr  error
 	reboots   int
+	rebootReq nodeapi.RebootRequest
 	staged    []string
 	held      []string
 	armed     []string
@@ -206,10 +207,11 @@ func (f *fakeNode) LogsSince(seq uint64) ([]string, uint64, uint64) {
 	return append([]string(nil), f.logs[seq:]...), total, dropped
 }
 
-func (f *fakeNode) Reboot() error {
+func (f *fakeNode) Reboot(req nodeapi.RebootRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.rebootReq = req
 	if f.rebootErr != nil {
 		return f.rebootErr
 	}

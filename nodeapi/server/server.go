@@ -88,7 +88,7 @@ type Node interface {
 	// Reboot starts an orderly reboot and returns without waiting for it:
 	// the answer is written after Reboot returns, and the shutdown should
 	// call Server.Shutdown, which waits for that answer to be sent.
-	Reboot() error
+	Reboot(req nodeapi.RebootRequest) error
 	// StageUpgrade starts staging ref (already checked with
 	// nodeapi.CheckImageRef) into the inactive slot and returns; the work
 	// goes on in the background and shows in Upgrade. ctx is the request's

@@ -323,6 +323,21 @@ func TestRebootWithEmptyObject(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
 	assert.Equal(t, 1, node.reboots)
+	assert.False(t, node.rebootReq.NoKexec)
+
+	c, err := nodeapi.NewClient(endpoint, p.admin)
+	require.NoError(t, err)
+	require.NoError(t, c.RebootWith(t.Context(), nodeapi.RebootRequest{NoKexec: true}))
+	assert.Equal(t, 2, node.reboots)
+	assert.True(t, node.rebootReq.NoKexec, "noKexec reaches the node")
+
+	resp, err = httpClient(p.clientTLS(t, p.ca, pki.AdminCommonName)).Post(endpoint+nodeapi.PathReboot, "application/json", strings.NewReader(`{"noKexek":true}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "noKexek", "the misspelt option is named")
+	assert.Equal(t, 2, node.reboots, "a misspelt option reboots nothing")
 }
 
 func TestServerCertificateReloadedOnHandshake(t *testing.T) {
@@ -375,7 +390,7 @@ type shutdownOnReboot struct {
 	done chan error
 }
 
-func (s *shutdownOnReboot) Reboot() error {
+func (s *shutdownOnReboot) Reboot(nodeapi.RebootRequest) error {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
