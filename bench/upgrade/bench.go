@@ -104,6 +104,12 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 		return r.withConsoles(err)
 	}
 	printRatios(stdout, reb, roll)
+	if err := recordRoll(reb, roll); err != nil {
+		return err
+	}
+	if err := drawRoll(o.svg, roll.timeline, stdout); err != nil {
+		return fmt.Errorf("roll timeline: %w", err)
+	}
 	if len(im.bad) > 0 {
 		node, err := r.follower(ctx)
 		if err != nil {
@@ -115,6 +121,9 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 				return r.withConsoles(fmt.Errorf("%s: %w", b.what, err))
 			}
 			printBack(stdout, b, back, reb)
+			if err := recordBack(b, back, reb); err != nil {
+				return err
+			}
 		}
 	}
 	// Last: the rig's admin certificate is refused once it is done.

@@ -13,7 +13,12 @@
 //     initramfs without virtio_blk), the time from the bad slot's kernel
 //     until the node is a healthy voter on its old slot again.
 //
-// Figures go to stdout, progress to stderr. Nothing is asserted.
+// Figures go to stdout, progress to stderr, and the figures also to
+// bench.json (record.go). With -svg (hack/bench.sh sets $BENCH_SVG) it
+// draws the roll's timeline: each put's latency over time, failed puts
+// marked, and each node's phases (staging, hand-over, reboot, gate,
+// blessed) as bands, timed from the roll's calls to the node APIs and
+// etcd (timeline.go, svg.go). Nothing is asserted.
 //
 //	go run ./bench/upgrade -sysroot .cache/sysroot -etcd bin/etcd -init bin/init
 package main

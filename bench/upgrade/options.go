@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ type options struct {
 	memoryMiB int           // per VM
 	poll      time.Duration // node API polling, the same for reboots and the roll
 	timeout   time.Duration // the whole run
+	svg       string        // where the roll's timeline picture goes; empty: none
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -38,6 +40,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.memoryMiB, "mem", 768, "guest memory in MiB")
 	fs.DurationVar(&o.poll, "poll", time.Second, "node API polling interval")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "deadline of the whole run")
+	fs.StringVar(&o.svg, "svg", os.Getenv("BENCH_SVG"), "write the roll's timeline (write latency, each node's phases) to this SVG file (default $BENCH_SVG; empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/rollout"
 )
 
@@ -28,6 +29,9 @@ type roll struct {
 	total  time.Duration
 	steps  []step
 	writer writerFigures
+	// timeline is the roll's picture: the writer's puts and each node's
+	// phases.
+	timeline timeline
 }
 
 // rebootClock is a node API that notes when the roll asks the node to
@@ -69,8 +73,12 @@ func (r *rig) roll(ctx context.Context, v2 string, stdout io.Writer) (roll, erro
 		n.API = rebootClock{NodeAPI: n.API, mu: &mu, at: rebootAt, node: n.Name}
 		nodes = append(nodes, n)
 	}
+	clock := newPhaseClock(nodes, &mu, rebootAt)
+	for i, n := range nodes {
+		nodes[i].API = clockedAPI{NodeAPI: n.API, c: clock, node: n.Name}
+	}
 	roller := &rollout.Roll{
-		Image: ref, Nodes: nodes, Etcd: r.etcd, By: "bench", Poll: r.poll, ReadyWait: readyDeadline,
+		Image: ref, Nodes: nodes, Etcd: clockedEtcd{Etcd: r.etcd, c: clock}, By: "bench", Poll: r.poll, ReadyWait: readyDeadline,
 		Log: func(format string, args ...any) { r.log("roll: "+format, args...) },
 	}
 	w, err := r.startWriter(ctx)
@@ -83,6 +91,8 @@ func (r *rig) roll(ctx context.Context, v2 string, stdout io.Writer) (roll, erro
 	err = roller.Run(rctx)
 	out.total = time.Since(start)
 	out.writer = r.stopWriter(w)
+	out.timeline = rollTimeline(fmt.Sprintf("rolling upgrade %s -> %s of %d nodes under the writer (qemu %s)", v1Version, v2Version, len(nodes), qemu.Accel()),
+		clock, out.writer, start.Add(out.total))
 	if err != nil {
 		return out, fmt.Errorf("roll of %s: %w", v2Version, err)
 	}

@@ -20,6 +20,10 @@ type writerFigures struct {
 	gap        time.Duration
 	check      porcupine.CheckResult
 	err        error // of the final reads
+	// start is the writer's start, the zero of history's Call and
+	// Return times, for the roll's picture.
+	start   time.Time
+	history []porcupine.Operation
 }
 
 func (f writerFigures) String() string {
@@ -42,24 +46,34 @@ func checkName(c porcupine.CheckResult) string {
 	}
 }
 
+// writer is a running writer and when it started.
+type writer struct {
+	*kvwriter.Writer
+	start time.Time
+}
+
 // startWriter starts the writer on every node. Each writer begins on empty
 // keys: porcupine's model starts from nothing, so a value left by an
 // earlier writer would read as a lost write.
-func (r *rig) startWriter(ctx context.Context) (*kvwriter.Writer, error) {
+func (r *rig) startWriter(ctx context.Context) (*writer, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := r.cli.Delete(dctx, kvwriter.Prefix, clientv3.WithPrefix()); err != nil {
 		return nil, fmt.Errorf("clear the writer's keys: %w", err)
 	}
+	// kvwriter.Start takes its zero before it dials: this is at most
+	// microseconds before it.
+	start := time.Now()
 	w, err := kvwriter.Start(r.c.Endpoints(), r.tc)
 	if err != nil {
 		return nil, fmt.Errorf("start the writer: %w", err)
 	}
-	return w, nil
+	return &writer{Writer: w, start: start}, nil
 }
 
 // stopWriter stops w and checks its history.
-func (r *rig) stopWriter(w *kvwriter.Writer) writerFigures {
+func (r *rig) stopWriter(w *writer) writerFigures {
 	res, err := w.Stop(30 * time.Second)
-	return writerFigures{ops: len(res.History), acked: res.Acked, gap: res.Gap, check: res.Check(checkTimeout), err: err}
+	return writerFigures{ops: len(res.History), acked: res.Acked, gap: res.Gap, check: res.Check(checkTimeout), err: err,
+		start: w.start, history: res.History}
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/bench/internal/figures"
+)
+
+func TestRecordRoll(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(figures.DirEnv, dir)
+	reb := reboots{runs: []reboot{{total: 30 * sec, kernel: 10 * sec}, {total: 40 * sec, kernel: 10 * sec}, {total: 50 * sec, kernel: 10 * sec}},
+		writer: writerFigures{gap: 500 * time.Millisecond}}
+	rl := roll{total: 140 * sec, steps: []step{{total: 60 * sec, back: 50 * sec}}, writer: writerFigures{gap: sec}}
+	require.NoError(t, recordRoll(reb, rl))
+	require.NoError(t, recordBack(badImage{name: "panic", what: "a panic"}, back{healthy: 60 * sec}, reb))
+	data, err := os.ReadFile(filepath.Join(dir, "upgrade.json"))
+	require.NoError(t, err)
+	var s figures.Section
+	require.NoError(t, json.Unmarshal(data, &s))
+	ratio := map[string]float64{}
+	for _, f := range s.Figures {
+		ratio[f.Key] = f.Ratio
+	}
+	assert.Equal(t, map[string]float64{
+		"upgrade.reboot": 0, "upgrade.reboot-boot": 0, "upgrade.roll-total": 3.5, "upgrade.roll-step": 1.5,
+		"upgrade.roll-back": 1.25, "upgrade.roll-gap": 2, "upgrade.back-panic": 2,
+	}, ratio)
+}
