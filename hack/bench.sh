@@ -7,7 +7,7 @@
 #   BENCH_FORMATS formats built beside raw in each round (default qcow2,vhd,gce,vmdk,oci)
 #   BENCH_BOOTS  boots per image in the boot section (default 3)
 #   BENCH_BAD    bad images of the upgrade section (default panic,nomod)
-#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify backup)
+#   BENCH_ONLY   space-separated sections to run (default: build boot cluster upgrade verify backup throughput)
 #   BENCH_OUT    directory of bench.json and roll.svg (default: the repository root)
 #   BENCH_README 1: regenerate README.md's figures table from bench.json at the end
 # A new section is a function here plus, for Go, a program under bench/.
@@ -74,8 +74,20 @@ section_backup() {
 	go run ./bench/backup -etcd bin/etcd
 }
 
+# Issue 17: etcd's put throughput and p50/p99 at 1, 16 and 256 clients and
+# linearizable range reads through a 3-node etcdbox cluster, against 3
+# floor VMs (same kernel and etcd, bench/floorinit, plain http, ext4 on
+# the same virtio disk) one after the other; etcdctl check perf on each.
+section_throughput() {
+	echo "== etcd throughput and latency through the appliance (3 nodes, mTLS) vs 3 floor VMs (plain http)"
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o "$out/floorinit" ./bench/floorinit
+	go build -o "$out/bench-throughput" ./bench/throughput
+	"$out/bench-throughput" -sysroot "$sysroot" -etcd bin/etcd -init bin/init -etcdctl bin/etcdctl \
+		-floor-init "$out/floorinit" -work "$out/throughput"
+}
+
 start=$(date +%s)
-for s in ${BENCH_ONLY:-build boot cluster upgrade verify backup}; do
+for s in ${BENCH_ONLY:-build boot cluster upgrade verify backup throughput}; do
 	"section_$s"
 done
 echo "== bench done in $(($(date +%s) - start))s"
