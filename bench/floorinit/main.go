@@ -78,7 +78,8 @@ func run() error {
 	// Module failures for devices the floor does not use (watchdog,
 	// input) are not fatal: only the NIC (and in the cluster mode the
 	// disk) matters.
-	if _, err := (&kmod.Loader{}).Coldplug("/sys"); err != nil {
+	loader := &kmod.Loader{}
+	if _, err := loader.Coldplug("/sys"); err != nil {
 		fmt.Fprintf(os.Stderr, "floorinit: coldplug: %v\n", err)
 	}
 	h, nic, err := findNIC()
@@ -91,6 +92,10 @@ func run() error {
 		return err
 	}
 	if cc != nil {
+		// ext4 has no modalias a device announces.
+		if _, err := loader.Load("ext4"); err != nil {
+			return fmt.Errorf("load ext4: %w", err)
+		}
 		return runMember(h, nic, *cc)
 	}
 	if err := mount("tmpfs", dataDir, "tmpfs", "mode=0700"); err != nil {

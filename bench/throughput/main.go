@@ -37,7 +37,7 @@ func main() { benchmain.Main("bench throughput", run) }
 type options struct {
 	sysroot, etcd, init, floorInit, etcdctl, work string
 	mem, cpus                                     int
-	warmup, duration                              time.Duration
+	settle, warmup, duration                      time.Duration
 	putClients, rangeClients                      []int
 	conns, keys, valueSize                        int
 	checkPerf                                     string
@@ -56,12 +56,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.work, "work", "", "work directory (default: a temporary one, removed)")
 	fs.IntVar(&o.mem, "mem", 768, "MiB per VM")
 	fs.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per VM")
+	fs.DurationVar(&o.settle, "settle", 15*time.Second, "idle time between a cluster's readiness and its load, for both clusters alike")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each point's measured time, not counted")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each load point")
 	puts := fs.String("put-clients", "1,16,256", "concurrent clients of the put points, comma-separated")
 	ranges := fs.String("range-clients", "16", "concurrent clients of the linearizable range points; empty for none")
 	fs.IntVar(&o.conns, "conns", 16, "gRPC connections a point's clients share (at most one per client)")
-	fs.IntVar(&o.keys, "keys", 1000, "key space: keys written once before the points, then put and read at random")
+	fs.IntVar(&o.keys, "keys", 256, "key space: keys written once before the points, then put and read at random")
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of each value")
 	fs.StringVar(&o.checkPerf, "check-perf", "s", "etcdctl check perf --load (s, m, l, xl; 60 s each); empty skips it")
 	fs.DurationVar(&o.timeout, "timeout", 25*time.Minute, "bound of the whole run")
@@ -142,7 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		logf("%s: up in %s; loading it", t.name, t.upTook.Round(100*time.Millisecond))
+		logf("%s: up in %s; settling for %s, then loading it", t.name, t.upTook.Round(100*time.Millisecond), o.settle)
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.settle):
+		}
 		runs[i], err = o.measure(ctx, t, logf)
 		t.down()
 		if err != nil {

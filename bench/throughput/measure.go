@@ -94,7 +94,9 @@ func perfLines(out string) ([]string, float64) {
 	var ops float64
 	for l := range strings.FieldsFuncSeq(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
 		l = strings.TrimSpace(l)
-		if strings.HasPrefix(l, "PASS") || strings.HasPrefix(l, "FAIL") {
+		// Two of its failures have no FAIL prefix.
+		if strings.HasPrefix(l, "PASS") || strings.HasPrefix(l, "FAIL") ||
+			strings.HasPrefix(l, "Slowest request took too long") || strings.HasPrefix(l, "Stddev too high") {
 			lines = append(lines, l)
 			if m := perfThroughput.FindStringSubmatch(l); m != nil {
 				ops, _ = strconv.ParseFloat(m[1], 64)
