@@ -79,7 +79,10 @@ func (c *phaseClock) times(node string) nodeTimes {
 	c.rebootMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := *c.nodes[node]
+	var t nodeTimes
+	if p, ok := c.nodes[node]; ok {
+		t = *p
+	}
 	t.reboot = at
 	return t
 }
