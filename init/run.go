@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,7 +156,7 @@ func (n *node) watchReady(ctx context.Context) {
 		switch {
 		case err == nil && !up:
 			up = true
-			n.log.Printf("etcd ready (%s) init rss %s KiB", n.localMember().ClientURL(), selfRSS())
+			n.log.Printf("etcd ready (%s) init rss %s", n.localMember().ClientURL(), selfRSS())
 			n.readyOnce(ctx)
 			t.Reset(2 * time.Second)
 		case err != nil && up:
@@ -172,12 +173,30 @@ func selfRSS() string {
 	if err != nil {
 		return "?"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strings.TrimSuffix(strings.TrimSpace(v), " kB")
+	return rssOf(string(b))
+}
+
+// rssOf reads VmRSS from a /proc/PID/status text, in KiB, with its anon
+// and file parts: "23152 KiB (anon 7228, file 15924)". The file part is
+// the pages of /init's own binary that are mapped, which the kernel maps
+// 64 KiB around each fault; in the appliance they are the initramfs's
+// pages, in memory whether mapped or not.
+func rssOf(status string) string {
+	fields := map[string]string{}
+	for line := range strings.Lines(status) {
+		k, v, ok := strings.Cut(line, ":")
+		if ok {
+			fields[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
 		}
 	}
-	return "?"
+	rss, ok := fields["VmRSS"]
+	if !ok {
+		return "?"
+	}
+	if anon, ok := fields["RssAnon"]; ok {
+		return fmt.Sprintf("%s KiB (anon %s, file %s)", rss, anon, fields["RssFile"])
+	}
+	return rss + " KiB"
 }
 
 // isLearner reports whether the local member answers a status request as
