@@ -253,8 +253,12 @@ func run(ctx context.Context, c Config, clis []*clientv3.Client) Result {
 	return res
 }
 
+// fillTries is how often Fill tries each key before it gives up.
+const fillTries = 3
+
 // Fill writes every key of c's key space once, with c.Clients writers,
-// so that range reads find values; it returns the first error. c.Op,
+// so that range reads find values, trying a put that fails up to
+// fillTries times; it returns the first error that remained. c.Op,
 // Warmup and Duration are not used.
 func Fill(ctx context.Context, c Config) error {
 	c.Op = Put
@@ -279,9 +283,15 @@ func Fill(ctx context.Context, c Config) error {
 		cli := clis[i%len(clis)]
 		wg.Go(func() {
 			for k := range keys {
-				rctx, cancel := context.WithTimeout(ctx, c.Timeout)
-				_, err := cli.Put(rctx, c.Key(k), value)
-				cancel()
+				var err error
+				for range fillTries {
+					rctx, cancel := context.WithTimeout(ctx, c.Timeout)
+					_, err = cli.Put(rctx, c.Key(k), value)
+					cancel()
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+				}
 				if err != nil {
 					errs <- fmt.Errorf("load: fill %s: %w", c.Key(k), err)
 					return

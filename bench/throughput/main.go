@@ -41,7 +41,7 @@ type options struct {
 	putClients, rangeClients                      []int
 	conns, keys, valueSize                        int
 	checkPerf                                     string
-	timeout                                       time.Duration
+	timeout, requestTimeout                       time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -66,6 +66,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of each value")
 	fs.StringVar(&o.checkPerf, "check-perf", "s", "etcdctl check perf --load (s, m, l, xl; 60 s each); empty skips it")
 	fs.DurationVar(&o.timeout, "timeout", 25*time.Minute, "bound of the whole run")
+	fs.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "bound of each request; one that runs out counts as an error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -35,13 +35,16 @@ type clusterRun struct {
 func (o options) measure(ctx context.Context, t *target, logf func(string, ...any)) (clusterRun, error) {
 	r := clusterRun{name: t.name, upTook: t.upTook}
 	start := time.Now()
-	fill := load.Config{Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients, Conns: o.conns, KeySpace: o.keys, ValueSize: o.valueSize}
+	fill := load.Config{
+		Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients, Conns: o.conns,
+		KeySpace: o.keys, ValueSize: o.valueSize, Timeout: o.requestTimeout,
+	}
 	if err := load.Fill(ctx, fill); err != nil {
 		return r, err
 	}
 	logf("%s: wrote %d keys in %s", t.name, o.keys, time.Since(start).Round(100*time.Millisecond))
 	for _, p := range o.points() {
-		p.Endpoints, p.TLS = t.endpoints, t.tls
+		p.Endpoints, p.TLS, p.Timeout = t.endpoints, t.tls, o.requestTimeout
 		res, err := load.Run(ctx, p)
 		if err != nil {
 			return r, err
