@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,10 +188,24 @@ func TestContainerRestartEveryOrder(t *testing.T) {
 
 // TestContainerOneWiped: in every boot order, a node whose disk was wiped
 // (n3) never bootstraps: it joins as a learner with a new member ID, is
-// promoted, and holds every key written before.
+// promoted, and holds every key written before. n1 and n2, both with
+// their data, play the same part, so the orders are those with n1 before
+// n2: the wiped node boots first, between them, and last.
 func TestContainerOneWiped(t *testing.T) {
 	t.Parallel()
 	everyOrder(t, "wipe", true)
+}
+
+// everyOrderOf returns every boot order of all, or with wipe (n3 wiped,
+// n1 and n2 alike) those where n1 boots before n2.
+func everyOrderOf(all []*cnode, wipe bool) [][]*cnode {
+	out := orders(all)
+	if wipe {
+		out = slices.DeleteFunc(out, func(o []*cnode) bool {
+			return slices.IndexFunc(o, func(n *cnode) bool { return n.name == "n1" }) > slices.IndexFunc(o, func(n *cnode) bool { return n.name == "n2" })
+		})
+	}
+	return out
 }
 
 // everyOrder stops the three nodes of a new cluster and boots them in
@@ -211,7 +226,7 @@ func everyOrder(t *testing.T, name string, wipe bool) {
 		keys[k] = v
 	}
 	put(0)
-	for round, order := range orders(all) {
+	for round, order := range everyOrderOf(all, wipe) {
 		wiped := wipe
 		t.Run(fmt.Sprintf("boot %s, n3 wiped %v", nodeNames(order), wiped), func(t *testing.T) {
 			from := stopAll(all...)
