@@ -27,6 +27,18 @@ ibytes=$(stat -c %s bin/init)
 printf 'kernel:              %d bytes (%s)\n' "$kbytes" "$(basename "$kernel")"
 printf '/init binary:        %d bytes\n' "$ibytes"
 
+# What /init and upstream etcd are made of, module by module (issue 17):
+# bench/binsize needs the symbol table, so both are built again unstripped.
+GOFLAGS=-buildvcs=false go build -o "$out/binsize" ./bench/binsize
+for what in init:./init etcd:go.etcd.io/etcd/server/v3; do
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+		go build -trimpath -o "$out/${what%%:*}.unstripped" "${what#*:}"
+done
+echo "== /init by module (top 15)"
+"$out/binsize" -n 15 "$out/init.unstripped"
+echo "== etcd by module (top 15)"
+"$out/binsize" -n 15 "$out/etcd.unstripped"
+
 [ -n "${BENCH_JSON_DIR:-}" ] || exit 0
 # The figures above, for bench.json (bench/figures record).
 GOFLAGS=-buildvcs=false go build -o "$out/figures" ./bench/figures
