@@ -110,7 +110,8 @@ type Result struct {
 	Op      Op
 	Clients int
 	// Ops and Errors count the requests that answered (and were timed)
-	// or failed within the measured time; Elapsed is that time.
+	// or failed within the measured time, by when they ended; Elapsed is
+	// that time.
 	Ops, Errors uint64
 	Elapsed     time.Duration
 	// Latency holds every counted request's latency.
@@ -222,8 +223,12 @@ func run(ctx context.Context, c Config, clis []*clientv3.Client) Result {
 				}
 				t1 := time.Now()
 				rcancel()
-				// Only requests wholly inside the measured time count.
-				if t0.Before(from) || t1.After(until) {
+				// A request counts when it ends inside the measured time
+				// (as in etcd's tools/benchmark): in a steady state that
+				// is throughput times Duration, whatever the latency.
+				// Counting only requests that also start inside it would
+				// leave out one latency's worth of the time.
+				if t1.Before(from) || t1.After(until) {
 					continue
 				}
 				if err != nil {
