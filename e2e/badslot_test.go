@@ -128,8 +128,8 @@ func otherSlot(s string) string {
 	return "a"
 }
 
-// assertTriedOnce checks vm's console after from: the reboot tried slot
-// tried once, with tt's options, failed as tt says, and the firmware
+// assertTriedOnce checks vm's console after from: the reboot jumped into
+// slot tried with kexec and tried it once, with tt's options, failed as tt says, and the firmware
 // booted the old slot next, with its own command line; after a hang, the
 // watchdog reset the machine.
 func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64, tried, old string, tt badSlot) {
@@ -137,6 +137,11 @@ func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64,
 	try, err := vm.WaitConsole(ctx, from, "Command line: ")
 	require.NoError(t, err)
 	assert.Contains(t, try.Line, "etcdbox.slot="+tried, "the reboot tried the new slot")
+	// The old slot's init jumped into the new one with kexec, after it
+	// counted the try as systemd-boot would: the firmware, booted by the
+	// failure, then sees no try left (one try per slot here).
+	assert.Regexp(t, `reboot: kexec into slot `+tried+`, its try counted as systemd-boot counts it \(etcdbox-`+tried+`\+1\.conf -> etcdbox-`+tried+`\+0-1\.conf\)`,
+		vm.Console()[from:try.Offset], "the reboot into the armed slot is a kexec")
 	assert.Contains(t, try.Line, tt.options, "the image's extras are on its slot's command line")
 	f, err := vm.WaitConsole(ctx, try.Next, tt.failure)
 	require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))

@@ -79,6 +79,7 @@ func TestRollingUpgrade(t *testing.T) {
 		w, err := kvwriter.Start(c.Endpoints(), tc)
 		require.NoError(t, err)
 		samples := sampleVersions(t, c)
+		marks := consoleMarks(t, c)
 		r := newRoll(t, c, ref)
 		r.ImageEtcd = cur
 		ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
@@ -95,6 +96,9 @@ func TestRollingUpgrade(t *testing.T) {
 
 		assertAllOn(t, c, "b", "e2e-v2", cur)
 		assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is linearizable: no acknowledged write lost")
+		// Each node jumped into its armed slot with kexec, once, the try
+		// counted first; the firmware did not run.
+		assertConsoles(t, c, marks, `reboot: kexec into slot b, its try counted as systemd-boot counts it \(etcdbox-b\+1\.conf -> etcdbox-b\+0-1\.conf\)`, 1)
 
 		// The cluster version: the previous minor for as long as any
 		// member runs it, the new one once the last has moved.
@@ -203,6 +207,9 @@ func TestRollingUpgrade(t *testing.T) {
 			ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			assertTriedOnce(ctx, t, vm, marks[m[1]], "a", "b", tt)
+			// In by kexec, out by the firmware: the gate's reboot back
+			// to the blessed slot never jumps.
+			assert.Contains(t, vm.Console()[marks[m[1]]:], "reboot: through the firmware: slot b is blessed (etcdbox-b.conf), not freshly armed")
 
 			// The cluster is healthy, every node still on v2.
 			c2 := waitClusterHealthy(t, r, 3*time.Minute)
@@ -223,8 +230,11 @@ func TestRollingUpgrade(t *testing.T) {
 
 	t.Run("v2 to v3 back to the previous minor", func(t *testing.T) {
 		ref := pushSigned(t, c, img("v3.tar"), trusted)
+		marks := consoleMarks(t, c)
 		r := newRoll(t, c, ref)
 		r.ImageEtcd = prev
+		// This roll keeps the firmware path covered: --no-kexec.
+		r.NoKexec = true
 		var log []string
 		var mu sync.Mutex
 		r.Log = func(format string, args ...any) {
@@ -244,9 +254,24 @@ func TestRollingUpgrade(t *testing.T) {
 		assert.Contains(t, all, "enabling etcd's downgrade to "+prevMinor.String())
 		assert.Less(t, strings.Index(all, "enabling etcd's downgrade"), strings.Index(all, "staging "), "the downgrade is enabled before any node stages")
 		assertAllOn(t, c, "a", "e2e-v3", prev)
+		assertConsoles(t, c, marks, `reboot: through the firmware: as asked \(no kexec\)`, 1)
+		assertConsoles(t, c, marks, `reboot: kexec into`, 0)
 		assert.Equal(t, prevMinor.String()+".0", clusterVersion(t, c))
 		assert.Equal(t, final, readKeys(t, c), "the writer's keys read back as the first roll left them")
 	})
+}
+
+// assertConsoles checks that every node's console after its mark holds
+// n lines that match re.
+func assertConsoles(t *testing.T, c *cluster.Cluster, marks map[string]int64, re string, n int) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for _, node := range c.Nodes() {
+		vm, err := c.VM(node.Name)
+		require.NoError(t, err)
+		got := rx.FindAllString(vm.Console()[marks[node.Name]:], -1)
+		assert.Len(t, got, n, "%s: lines matching %q since the mark", node.Name, re)
+	}
 }
 
 // assertAllOn checks that every node booted slot, blessed, and runs the
