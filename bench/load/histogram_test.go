@@ -99,3 +99,19 @@ func BenchmarkRecord(b *testing.B) {
 		h.Record(time.Duration(i) * time.Microsecond)
 	}
 }
+
+func TestResultAdd(t *testing.T) {
+	var sum Result
+	for _, ms := range []int{10, 30} {
+		r := Result{Op: Put, Clients: 16, Ops: 2, Elapsed: time.Second, Latency: &Histogram{}}
+		r.Latency.Record(time.Duration(ms) * time.Millisecond)
+		r.Latency.Record(time.Duration(ms) * time.Millisecond)
+		sum.Add(r)
+	}
+	if sum.Name() != "put c16" || sum.Ops != 4 || sum.Elapsed != 2*time.Second || sum.Throughput() != 2 {
+		t.Errorf("got %s", sum)
+	}
+	if sum.Latency.Count() != 4 || sum.Latency.Min() != 10*time.Millisecond || sum.Latency.Max() != 30*time.Millisecond {
+		t.Errorf("latencies: %d, %s to %s", sum.Latency.Count(), sum.Latency.Min(), sum.Latency.Max())
+	}
+}

@@ -120,6 +120,23 @@ type Result struct {
 	FirstErr error
 }
 
+// Add adds o, another run of the same point, to r: their counts, times
+// and latencies together. The zero Result takes o's op and clients.
+func (r *Result) Add(o Result) {
+	if r.Latency == nil {
+		r.Op, r.Clients, r.Latency = o.Op, o.Clients, &Histogram{}
+	}
+	r.Ops += o.Ops
+	r.Errors += o.Errors
+	r.Elapsed += o.Elapsed
+	if o.Latency != nil {
+		r.Latency.Merge(o.Latency)
+	}
+	if r.FirstErr == nil {
+		r.FirstErr = o.FirstErr
+	}
+}
+
 // Throughput is answered requests per second of the measured time.
 func (r Result) Throughput() float64 {
 	if r.Elapsed <= 0 {

@@ -60,8 +60,10 @@ func TestRunAgainstEtcd(t *testing.T) {
 			t.Errorf("%s: elapsed %s, want the measured %s", res.Name(), res.Elapsed, pc.Duration)
 		}
 		// Each client has at most one request in flight, so throughput
-		// is bounded by clients over the mean latency.
-		if bound := float64(p.clients) / res.Latency.Mean().Seconds(); res.Throughput() > 1.05*bound {
+		// is about clients over the mean latency (Little's law; the
+		// window's edges let it stray a little, a double count would
+		// not).
+		if bound := float64(p.clients) / res.Latency.Mean().Seconds(); res.Throughput() > 1.5*bound {
 			t.Errorf("%s: %.0f ops/s with %d clients at a mean of %s: more than %.0f is impossible",
 				res.Name(), res.Throughput(), p.clients, res.Latency.Mean(), bound)
 		}

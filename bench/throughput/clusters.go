@@ -30,7 +30,40 @@ type target struct {
 	tls       *tls.Config // nil: plain http
 	pkiDir    string      // ca.crt, admin.crt and admin.key for etcdctl; "" for plain http
 	upTook    time.Duration
+	vms       []*qemu.VM
 	down      func()
+}
+
+// pause freezes t's VMs (QMP stop): a paused VM takes no CPU, and its
+// guest clock stands still, so its members see no time pass.
+func (t *target) pause(ctx context.Context) error {
+	for _, vm := range t.vms {
+		if err := vm.Pause(ctx); err != nil {
+			return fmt.Errorf("%s: pause %s: %w", t.name, vm.Name(), err)
+		}
+	}
+	return nil
+}
+
+// resume thaws t's VMs.
+func (t *target) resume(ctx context.Context) error {
+	for _, vm := range t.vms {
+		if err := vm.Resume(ctx); err != nil {
+			return fmt.Errorf("%s: resume %s: %w", t.name, vm.Name(), err)
+		}
+	}
+	return nil
+}
+
+// thaw resumes t's VMs for their power-off, ignoring those that run.
+func (t *target) thaw() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, vm := range t.vms {
+		if st, err := vm.Status(ctx); err == nil && st == "paused" {
+			vm.Resume(ctx)
+		}
+	}
 }
 
 func (o options) ovmf() (code, vars string) {
@@ -48,7 +81,9 @@ func (o options) upOurs(ctx context.Context, img, work, accel string, logf func(
 		Dir: filepath.Join(work, "ours"), Image: img, MemoryMiB: o.mem, CPUs: o.cpus,
 		OVMFCode: code, OVMFVars: vars, Accel: accel, Log: logf,
 	}, 3)
+	t := &target{name: "ours"}
 	stop := func() {
+		t.thaw()
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := c.Down(dctx, time.Minute); err != nil {
@@ -66,7 +101,16 @@ func (o options) upOurs(ctx context.Context, img, work, accel string, logf func(
 		stop()
 		return nil, err
 	}
-	return &target{name: "ours", endpoints: c.Endpoints(), tls: tc, pkiDir: c.PKIDir(), upTook: time.Since(start), down: stop}, nil
+	t.endpoints, t.tls, t.pkiDir, t.upTook, t.down = c.Endpoints(), tc, c.PKIDir(), time.Since(start), stop
+	for _, n := range c.Nodes() {
+		vm, err := c.VM(n.Name)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		t.vms = append(t.vms, vm)
+	}
+	return t, nil
 }
 
 // upFloor boots the floor image as 3 VMs on a closed qemu/vnet network of
@@ -99,9 +143,8 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 		return nil, err
 	}
 	t := &target{name: "floor"}
-	var vms []*qemu.VM
 	t.down = func() {
-		for _, vm := range vms {
+		for _, vm := range t.vms {
 			qctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			if err := vm.Quit(qctx); err != nil || vm.Wait(qctx) != nil {
 				vm.Kill()
@@ -123,7 +166,7 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 			t.down()
 			return nil, fmt.Errorf("floor: start %s: %w", h.Name, err)
 		}
-		vms = append(vms, vm)
+		t.vms = append(t.vms, vm)
 		logf("%s: started at %s (pid %d, accel %s); console %s", h.Name, h.IP, vm.PID(), vm.Accel(), vm.ConsolePath())
 		host, err := n.Forward("127.0.0.1:0", netip.AddrPortFrom(h.IP, vnet.ClientPort))
 		if err != nil {
@@ -134,7 +177,7 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 	}
 	rctx, cancel := context.WithTimeout(ctx, floorReady)
 	defer cancel()
-	for i, vm := range vms {
+	for i, vm := range t.vms {
 		if err := waitServes(rctx, t.endpoints[i], vm); err != nil {
 			t.down()
 			return nil, fmt.Errorf("floor: %s: %w", vm.Name(), err)

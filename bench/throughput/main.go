@@ -4,13 +4,17 @@
 // kernel and etcd with bench/floorinit as PID 1, plain http, and its data
 // on the same kind of virtio disk and ext4, on the same kind of closed
 // network (qemu/vnet), reached from the host the same way (the
-// network's port forwards). The two clusters run one after the other,
-// never both at once, and take the same load (bench/load): puts at 1, 16
-// and 256 concurrent clients and linearizable range reads, each for a
-// few seconds after a warm-up; then upstream `etcdctl check perf` as a
-// cross-check. It prints throughput, p50 and p99 of each point with the
-// ratio ours/floor, and records them (bench/internal/figures, section
-// "throughput"). Nothing is asserted.
+// network's port forwards). Both clusters boot, one after the other,
+// and settle; then they take turns, never running at once: while one is
+// loaded the other's VMs are paused (QMP stop: no CPU, and a guest clock
+// that stands still), so the noise of a shared machine falls on both
+// alike. The load (bench/load) is the same on each: puts at 1, 16 and
+// 256 concurrent clients and linearizable range reads, each point a few
+// seconds after a warm-up, in rounds whose cluster order alternates;
+// then upstream `etcdctl check perf` on each as a cross-check. It prints
+// throughput, p50 and p99 of each point with the ratio ours/floor, and
+// records them (bench/internal/figures, section "throughput"). Nothing
+// is asserted.
 //
 //	go run ./bench/throughput -etcd bin/etcd -init bin/init -floor-init floorinit -etcdctl bin/etcdctl
 package main
@@ -38,6 +42,7 @@ type options struct {
 	sysroot, etcd, init, floorInit, etcdctl, work string
 	mem, cpus                                     int
 	settle, warmup, duration                      time.Duration
+	rounds                                        int
 	putClients, rangeClients                      []int
 	conns, keys, valueSize                        int
 	checkPerf                                     string
@@ -58,7 +63,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per VM")
 	fs.DurationVar(&o.settle, "settle", 15*time.Second, "idle time between a cluster's readiness and its load, for both clusters alike")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each point's measured time, not counted")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each load point")
+	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time of each load point in each round")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the points; each point alternates the clusters, the first one changing each time")
 	puts := fs.String("put-clients", "1,16,256", "concurrent clients of the put points, comma-separated")
 	ranges := fs.String("range-clients", "16", "concurrent clients of the linearizable range points; empty for none")
 	fs.IntVar(&o.conns, "conns", 16, "gRPC connections a point's clients share (at most one per client)")
@@ -76,6 +82,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rangeClients, err = ints(*ranges); err != nil {
 		return o, fmt.Errorf("-range-clients: %w", err)
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
 	}
 	if o.floorInit == "" {
 		return o, fmt.Errorf("-floor-init: missing (CGO_ENABLED=0 go build -o floorinit ./bench/floorinit)")
@@ -132,10 +141,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logf("%s", accel)
-	fmt.Fprintf(stdout, "%s; %d MiB and %d vCPU per VM; %s of load per point after %s of warm-up\n",
-		accel, o.mem, o.cpus, o.duration, o.warmup)
+	fmt.Fprintf(stdout, "%s; %d MiB and %d vCPU per VM; %d rounds of %s of load per point after %s of warm-up, the clusters in turn\n",
+		accel, o.mem, o.cpus, o.rounds, o.duration, o.warmup)
 
-	var runs [2]clusterRun
+	var targets [2]*target
 	for i, up := range []func(context.Context) (*target, error){
 		func(ctx context.Context) (*target, error) { return o.upOurs(ctx, im.ours, work, accel.Accel, logf) },
 		func(ctx context.Context) (*target, error) { return o.upFloor(ctx, im.floor, work, accel.Accel, logf) },
@@ -144,16 +153,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		logf("%s: up in %s; settling for %s, then loading it", t.name, t.upTook.Round(100*time.Millisecond), o.settle)
+		defer t.down()
+		logf("%s: up in %s; settling for %s, then paused", t.name, t.upTook.Round(100*time.Millisecond), o.settle)
 		select {
 		case <-ctx.Done():
 		case <-time.After(o.settle):
 		}
-		runs[i], err = o.measure(ctx, t, logf)
-		t.down()
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+		if err := t.pause(ctx); err != nil {
+			return err
 		}
+		targets[i] = t
+	}
+	runs, err := o.measure(ctx, targets, logf)
+	if err != nil {
+		return err
 	}
 	ours, floor := runs[0], runs[1]
 	if err := report(stdout, ours, floor); err != nil {

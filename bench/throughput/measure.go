@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -30,33 +31,82 @@ type clusterRun struct {
 	perfErr error
 }
 
-// measure fills t's key space, runs every load point on it in order,
-// then etcdctl check perf.
-func (o options) measure(ctx context.Context, t *target, logf func(string, ...any)) (clusterRun, error) {
-	r := clusterRun{name: t.name, upTook: t.upTook}
-	start := time.Now()
-	fill := load.Config{
-		Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients, Conns: o.conns,
-		KeySpace: o.keys, ValueSize: o.valueSize, Timeout: o.requestTimeout,
-	}
-	if err := load.Fill(ctx, fill); err != nil {
-		return r, err
-	}
-	logf("%s: wrote %d keys in %s", t.name, o.keys, time.Since(start).Round(100*time.Millisecond))
-	for _, p := range o.points() {
-		p.Endpoints, p.TLS, p.Timeout = t.endpoints, t.tls, o.requestTimeout
-		res, err := load.Run(ctx, p)
+// measure runs the load on the two paused targets in turn, each
+// resumed only for its share: it fills each one's key space, runs every
+// point o.rounds times, the cluster that goes first alternating, then
+// etcdctl check perf on each. It leaves them paused.
+func (o options) measure(ctx context.Context, targets [2]*target, logf func(string, ...any)) ([2]clusterRun, error) {
+	var runs [2]clusterRun
+	points := o.points()
+	for i, t := range targets {
+		runs[i] = clusterRun{name: t.name, upTook: t.upTook, results: make([]load.Result, len(points))}
+		err := o.turn(ctx, t, func() error {
+			start := time.Now()
+			fill := load.Config{
+				Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients, Conns: o.conns,
+				KeySpace: o.keys, ValueSize: o.valueSize, Timeout: o.requestTimeout,
+			}
+			if err := load.Fill(ctx, fill); err != nil {
+				return err
+			}
+			logf("%s: wrote %d keys in %s", t.name, o.keys, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		})
 		if err != nil {
-			return r, err
+			return runs, err
 		}
-		logf("%s: %s", t.name, res)
-		r.results = append(r.results, res)
+	}
+	turn := 0
+	for round := range o.rounds {
+		for pi, p := range points {
+			for k := range 2 {
+				i := (turn + k) % 2
+				t := targets[i]
+				err := o.turn(ctx, t, func() error {
+					p.Endpoints, p.TLS, p.Timeout = t.endpoints, t.tls, o.requestTimeout
+					res, err := load.Run(ctx, p)
+					if err != nil {
+						return err
+					}
+					logf("%s: round %d: %s", t.name, round+1, res)
+					runs[i].results[pi].Add(res)
+					return nil
+				})
+				if err != nil {
+					return runs, err
+				}
+			}
+			turn++
+		}
 	}
 	if o.checkPerf != "" {
-		r.perf, r.perfOps, r.perfErr = o.etcdctlCheckPerf(ctx, t)
-		logf("%s: etcdctl check perf: %s", t.name, strings.Join(r.perf, "; "))
+		for i, t := range targets {
+			err := o.turn(ctx, t, func() error {
+				runs[i].perf, runs[i].perfOps, runs[i].perfErr = o.etcdctlCheckPerf(ctx, t)
+				logf("%s: etcdctl check perf: %s", t.name, strings.Join(runs[i].perf, "; "))
+				return nil
+			})
+			if err != nil {
+				return runs, err
+			}
+		}
 	}
-	return r, nil
+	return runs, nil
+}
+
+// turn resumes t, runs f, and pauses t again.
+func (o options) turn(ctx context.Context, t *target, f func() error) error {
+	if err := t.resume(ctx); err != nil {
+		return err
+	}
+	ferr := f()
+	if err := t.pause(ctx); err != nil {
+		return errors.Join(ferr, err)
+	}
+	if ferr != nil {
+		return fmt.Errorf("%s: %w", t.name, ferr)
+	}
+	return nil
 }
 
 // perfThroughput reads the throughput line of etcdctl check perf:

@@ -33,6 +33,12 @@ func report(w io.Writer, ours, floor clusterRun) error {
 			break
 		}
 		f := floor.results[i]
+		if o.Ops == 0 || f.Ops == 0 {
+			// No latency to compare: a cluster answered nothing in time.
+			fmt.Fprintf(w, "%-10s %11.1f %11.1f %6s | %s | %d (%d), %d (%d); not recorded\n",
+				o.Name(), o.Throughput(), f.Throughput(), "n/a", "no answer in the measured time", o.Ops, o.Errors, f.Ops, f.Errors)
+			continue
+		}
 		p50o, p50f := o.Latency.Quantile(0.5), f.Latency.Quantile(0.5)
 		p99o, p99f := o.Latency.Quantile(0.99), f.Latency.Quantile(0.99)
 		fmt.Fprintf(w, "%-10s %11.1f %11.1f %6s | %9s %9s %6s | %9s %9s %6s | %d (%d), %d (%d)\n",
