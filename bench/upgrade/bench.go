@@ -99,12 +99,16 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return r.withConsoles(err)
 	}
+	mv, err := r.moveLeaders(ctx, 3, stdout)
+	if err != nil {
+		return r.withConsoles(err)
+	}
 	roll, err := r.roll(ctx, im.v2, stdout)
 	if err != nil {
 		return r.withConsoles(err)
 	}
-	printRatios(stdout, reb, roll)
-	if err := recordRoll(reb, roll); err != nil {
+	printRatios(stdout, reb, mv, roll)
+	if err := recordRoll(reb, mv, roll); err != nil {
 		return err
 	}
 	if err := drawRoll(o.svg, roll.timeline, stdout); err != nil {

@@ -19,7 +19,8 @@ func TestRecordRoll(t *testing.T) {
 	reb := reboots{runs: []reboot{{total: 30 * sec, kernel: 10 * sec}, {total: 40 * sec, kernel: 10 * sec}, {total: 50 * sec, kernel: 10 * sec}},
 		writer: writerFigures{gap: 500 * time.Millisecond}}
 	rl := roll{total: 140 * sec, steps: []step{{total: 60 * sec, back: 50 * sec}}, writer: writerFigures{gap: sec}}
-	require.NoError(t, recordRoll(reb, rl))
+	mv := moves{n: 3, writer: writerFigures{gap: 250 * time.Millisecond}}
+	require.NoError(t, recordRoll(reb, mv, rl))
 	require.NoError(t, recordBack(badImage{name: "panic", what: "a panic"}, back{healthy: 60 * sec}, reb))
 	data, err := os.ReadFile(filepath.Join(dir, "upgrade.json"))
 	require.NoError(t, err)
@@ -31,6 +32,6 @@ func TestRecordRoll(t *testing.T) {
 	}
 	assert.Equal(t, map[string]float64{
 		"upgrade.reboot": 0, "upgrade.reboot-boot": 0, "upgrade.roll-total": 3.5, "upgrade.roll-step": 1.5,
-		"upgrade.roll-back": 1.25, "upgrade.roll-gap": 2, "upgrade.back-panic": 2,
+		"upgrade.roll-back": 1.25, "upgrade.roll-gap": 4, "upgrade.reboot-gap": 2, "upgrade.back-panic": 2,
 	}, ratio)
 }

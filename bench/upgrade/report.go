@@ -40,7 +40,7 @@ func rollSummary(steps []step) rollStats {
 func one(d time.Duration) stats.Summary { return stats.Durations([]time.Duration{d}) }
 
 // printRatios compares the roll with a plain reboot of this run (medians).
-func printRatios(w io.Writer, reb reboots, r roll) {
+func printRatios(w io.Writer, reb reboots, mv moves, r roll) {
 	rs, ro := rebootSummary(reb.runs), rollSummary(r.steps)
 	fmt.Fprintf(w, "ratios to a plain reboot, request -> healthy voter (medians, this run):\n")
 	fmt.Fprintf(w, "  per-node roll step / reboot:                  %s\n", stats.Ratio(ro.total, rs.total))
@@ -48,6 +48,7 @@ func printRatios(w io.Writer, reb reboots, r roll) {
 	fmt.Fprintf(w, "  roll total / reboot:                          %s\n", stats.Ratio(one(r.total), rs.total))
 	fmt.Fprintf(w, "  longest write gap in the roll / reboot:       %s\n", stats.Ratio(one(r.writer.gap), rs.total))
 	fmt.Fprintf(w, "  longest write gap, roll / plain reboots:      %s\n", stats.Ratio(one(r.writer.gap), one(reb.writer.gap)))
+	fmt.Fprintf(w, "  longest write gap, roll / move-leader:        %s (goal <= 2x)\n", stats.Ratio(one(r.writer.gap), one(mv.writer.gap)))
 }
 
 // printBack prints the way back from one bad slot and its ratios to a
