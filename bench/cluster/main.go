@@ -20,10 +20,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/etcdbox/etcdbox/qemu"
@@ -70,6 +72,9 @@ func run(img, sysroot, cli string, mem int) error {
 	if err := one.Down(ctx, time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, "down 1:", err)
 	}
+	if u.solos, err = solos(ctx, cfg); err != nil {
+		return fmt.Errorf("three 1-node ups at once: %w", err)
+	}
 	three, t3, err := upTimed(ctx, cfg("three"), 3)
 	if err != nil {
 		return fmt.Errorf("up 3: %w", err)
@@ -107,12 +112,37 @@ func run(img, sysroot, cli string, mem int) error {
 // start.
 type upFigures struct {
 	one, three time.Duration // cluster up of 1 and of 3 nodes, until ready
+	// solos is three 1-node clusters brought up at once, until the last
+	// serves: the CPU contention of three boots, with no cluster to form.
+	solos time.Duration
 	victim     string        // the node killed and started again
 	peer       string        // the node that reports it lost
 	lost       time.Duration // kill until peer reports the loss
 	start      time.Duration // start until the cluster is whole again
 	add        time.Duration // cluster add until the new member votes
 	asLearner  bool          // the added member was seen as a learner
+}
+
+// solos brings three 1-node clusters up at once, each on its own closed
+// network, and times them until the last serves; then takes them down.
+func solos(ctx context.Context, cfg func(string) cluster.Config) (time.Duration, error) {
+	start := time.Now()
+	cs := make([]*cluster.Cluster, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { cs[i], errs[i] = cluster.Up(ctx, cfg(fmt.Sprintf("solo%d", i+1)), 1) })
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, c := range cs {
+		if c != nil {
+			if err := c.Down(ctx, time.Minute); err != nil {
+				fmt.Fprintln(os.Stderr, "down solo:", err)
+			}
+		}
+	}
+	return took, errors.Join(errs...)
 }
 
 // upTimed brings a cluster of n nodes up with cfg and times it until it is
@@ -155,6 +185,8 @@ func (u upFigures) print(probe qemu.Choice, f figures) {
 	fmt.Printf("cluster up, 1 node, until it serves:            %s\n", u.one.Round(100*time.Millisecond))
 	fmt.Printf("cluster up, 3 nodes, until 3 voting members:    %s\n", u.three.Round(100*time.Millisecond))
 	fmt.Printf("ratio 3 nodes / 1 node:                         %.2fx\n", u.three.Seconds()/u.one.Seconds())
+	fmt.Printf("three 1-node clusters up at once, until all serve: %s\n", u.solos.Round(100*time.Millisecond))
+	fmt.Printf("ratio 3 nodes / three 1-node at once:           %.2fx (goal <= 1.1x)\n", u.three.Seconds()/u.solos.Seconds())
 	fmt.Printf("cluster add, until the new member votes:        %s (seen as learner: %v)\n", u.add.Round(100*time.Millisecond), u.asLearner)
 	fmt.Printf("kill %s, until %s reports the peer lost:        %s\n", u.victim, u.peer, u.lost.Round(100*time.Millisecond))
 	fmt.Printf("start %s, until the cluster is whole again:     %s (%.2fx the 1-node up)\n", u.victim, u.start.Round(100*time.Millisecond), u.start.Seconds()/u.one.Seconds())
