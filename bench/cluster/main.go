@@ -114,13 +114,13 @@ type upFigures struct {
 	one, three time.Duration // cluster up of 1 and of 3 nodes, until ready
 	// solos is three 1-node clusters brought up at once, until the last
 	// serves: the CPU contention of three boots, with no cluster to form.
-	solos time.Duration
-	victim     string        // the node killed and started again
-	peer       string        // the node that reports it lost
-	lost       time.Duration // kill until peer reports the loss
-	start      time.Duration // start until the cluster is whole again
-	add        time.Duration // cluster add until the new member votes
-	asLearner  bool          // the added member was seen as a learner
+	solos     time.Duration
+	victim    string        // the node killed and started again
+	peer      string        // the node that reports it lost
+	lost      time.Duration // kill until peer reports the loss
+	start     time.Duration // start until the cluster is whole again
+	add       time.Duration // cluster add until the new member votes
+	asLearner bool          // the added member was seen as a learner
 }
 
 // solos brings three 1-node clusters up at once, each on its own closed
