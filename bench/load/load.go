@@ -176,9 +176,7 @@ func Dial(ctx context.Context, c Config, n int) ([]*clientv3.Client, error) {
 			DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		})
 		if err != nil {
-			for _, o := range clis {
-				o.Close()
-			}
+			closeAll(clis)
 			return nil, fmt.Errorf("load: connect to %v: %w", c.Endpoints, err)
 		}
 		clis = append(clis, cli)
@@ -186,10 +184,33 @@ func Dial(ctx context.Context, c Config, n int) ([]*clientv3.Client, error) {
 	return clis, nil
 }
 
-// Run runs one load point and returns what it measured. It fails only
-// when it cannot start (bad config, no connection); failed requests are
-// counted in Result.Errors.
+// Run runs one load point on connections of its own and returns what it
+// measured. It fails only when it cannot start (bad config, no
+// connection); failed requests are counted in Result.Errors. The
+// connections' setup (TLS handshakes included) falls in the warm-up.
 func Run(ctx context.Context, c Config) (Result, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	clis, err := Dial(ctx, c, c.Conns)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll(clis)
+	return RunClients(ctx, c, clis)
+}
+
+// RunClients runs one load point on the first c.Conns of clis (all of
+// them when Conns is 0), established connections that a bench keeps
+// from point to point as a long-lived client would.
+func RunClients(ctx context.Context, c Config, clis []*clientv3.Client) (Result, error) {
+	if len(clis) == 0 {
+		return Result{}, errors.New("load: no clients")
+	}
+	if c.Conns <= 0 || c.Conns > len(clis) {
+		c.Conns = len(clis)
+	}
 	c, err := c.withDefaults()
 	if err != nil {
 		return Result{}, err
@@ -197,16 +218,13 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if c.Duration <= 0 {
 		return Result{}, fmt.Errorf("load: duration %s: want more than 0", c.Duration)
 	}
-	clis, err := Dial(ctx, c, c.Conns)
-	if err != nil {
-		return Result{}, err
+	return run(ctx, c, clis[:c.Conns]), nil
+}
+
+func closeAll(clis []*clientv3.Client) {
+	for _, cli := range clis {
+		cli.Close()
 	}
-	defer func() {
-		for _, cli := range clis {
-			cli.Close()
-		}
-	}()
-	return run(ctx, c, clis), nil
 }
 
 // worker is one client's share of a Result, merged at the end.
@@ -292,11 +310,20 @@ func Fill(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, cli := range clis {
-			cli.Close()
-		}
-	}()
+	defer closeAll(clis)
+	return FillClients(ctx, c, clis)
+}
+
+// FillClients is Fill on established clients, shared round-robin.
+func FillClients(ctx context.Context, c Config, clis []*clientv3.Client) error {
+	if len(clis) == 0 {
+		return errors.New("load: no clients")
+	}
+	c.Op = Put
+	c, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
 	value := string(make([]byte, c.ValueSize))
 	keys := make(chan int)
 	errs := make(chan error, c.Clients)

@@ -110,6 +110,9 @@ func TestConfigChecks(t *testing.T) {
 			t.Errorf("%+v: taken", c)
 		}
 	}
+	if _, err := RunClients(t.Context(), Config{Endpoints: []string{"x"}, Op: Put, Clients: 1, Duration: time.Second}, nil); err == nil {
+		t.Error("RunClients without clients: taken")
+	}
 	c, err := Config{Endpoints: []string{"x"}, Op: Put, Clients: 256, Duration: time.Second}.withDefaults()
 	if err != nil {
 		t.Fatal(err)

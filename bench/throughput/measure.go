@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdbox/etcdbox/bench/load"
 )
 
@@ -37,16 +39,30 @@ type clusterRun struct {
 // etcdctl check perf on each. It leaves them paused.
 func (o options) measure(ctx context.Context, targets [2]*target, logf func(string, ...any)) ([2]clusterRun, error) {
 	var runs [2]clusterRun
+	var clis [2][]*clientv3.Client
+	defer func() {
+		for _, c := range clis {
+			for _, cli := range c {
+				cli.Close()
+			}
+		}
+	}()
 	points := o.points()
 	for i, t := range targets {
 		runs[i] = clusterRun{name: t.name, upTook: t.upTook, results: make([]load.Result, len(points))}
 		err := o.turn(ctx, t, func() error {
 			start := time.Now()
 			fill := load.Config{
-				Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients, Conns: o.conns,
+				Endpoints: t.endpoints, TLS: t.tls, Clients: fillClients,
 				KeySpace: o.keys, ValueSize: o.valueSize, Timeout: o.requestTimeout,
 			}
-			if err := load.Fill(ctx, fill); err != nil {
+			var err error
+			// The connections stay up from point to point, paused with
+			// the VMs, so no point pays for their handshakes.
+			if clis[i], err = load.Dial(ctx, fill, o.conns); err != nil {
+				return err
+			}
+			if err := load.FillClients(ctx, fill, clis[i]); err != nil {
 				return err
 			}
 			logf("%s: wrote %d keys in %s", t.name, o.keys, time.Since(start).Round(100*time.Millisecond))
@@ -64,7 +80,7 @@ func (o options) measure(ctx context.Context, targets [2]*target, logf func(stri
 				t := targets[i]
 				err := o.turn(ctx, t, func() error {
 					p.Endpoints, p.TLS, p.Timeout = t.endpoints, t.tls, o.requestTimeout
-					res, err := load.Run(ctx, p)
+					res, err := load.RunClients(ctx, p, clis[i])
 					if err != nil {
 						return err
 					}
