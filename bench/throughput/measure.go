@@ -156,17 +156,19 @@ func (o options) etcdctlCheckPerf(ctx context.Context, t *target) ([]string, flo
 	return lines, ops, nil
 }
 
-// perfLines returns check perf's result lines (its progress bar redraws
-// with carriage returns) and the throughput among them.
+// perfResult finds a result in a line of check perf's output; its
+// progress bar redraws with carriage returns and may share a line with
+// the first result. Two of its failures have no FAIL prefix.
+var perfResult = regexp.MustCompile(`(PASS|FAIL|Slowest request took too long|Stddev too high)\b.*$`)
+
+// perfLines returns check perf's result lines and the throughput among
+// them.
 func perfLines(out string) ([]string, float64) {
 	var lines []string
 	var ops float64
 	for l := range strings.FieldsFuncSeq(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		l = strings.TrimSpace(l)
-		// Two of its failures have no FAIL prefix.
-		if strings.HasPrefix(l, "PASS") || strings.HasPrefix(l, "FAIL") ||
-			strings.HasPrefix(l, "Slowest request took too long") || strings.HasPrefix(l, "Stddev too high") {
-			lines = append(lines, l)
+		if m := perfResult.FindString(l); m != "" {
+			lines = append(lines, strings.TrimSpace(m))
 			if m := perfThroughput.FindStringSubmatch(l); m != nil {
 				ops, _ = strconv.ParseFloat(m[1], 64)
 			}

@@ -6,8 +6,8 @@ import (
 )
 
 func TestPerfLines(t *testing.T) {
-	out := " 0 / 60 B                                              !   0.00%\r 60 / 60 Booooooooooooooooooooooooooooooooooooooooooooooo! 100.00% 1m0s\n" +
-		"PASS: Throughput is 151 writes/s\nSlowest request took too long: 1.183535s\nStddev too high: 0.2s\nFAIL\n"
+	out := " 0 / 60 B                                              !   0.00%\r 60 / 60 Booooooooooooooooooooooooooooooooooooooooooooooo! 100.00% 1m0sPASS: Throughput is 151 writes/s\n" +
+		"Slowest request took too long: 1.183535s\nStddev too high: 0.2s\nFAIL\n"
 	lines, ops := perfLines(out)
 	want := []string{"PASS: Throughput is 151 writes/s", "Slowest request took too long: 1.183535s", "Stddev too high: 0.2s", "FAIL"}
 	if !slices.Equal(lines, want) || ops != 151 {
