@@ -61,7 +61,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.work, "work", "", "work directory (default: a temporary one, removed)")
 	fs.IntVar(&o.mem, "mem", 768, "MiB per VM")
 	fs.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per VM")
-	fs.DurationVar(&o.settle, "settle", 15*time.Second, "idle time between a cluster's readiness and its load, for both clusters alike")
+	fs.DurationVar(&o.settle, "settle", 15*time.Second, "time each cluster runs idle once it is up, before it is paused for the other's boot")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each point's measured time, not counted")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time of each load point in each round")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the points; each point alternates the clusters, the first one changing each time")
