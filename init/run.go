@@ -176,11 +176,12 @@ func selfRSS() string {
 	return rssOf(string(b))
 }
 
-// rssOf reads VmRSS from a /proc/PID/status text, in KiB, with its anon
-// and file parts: "23152 KiB (anon 7228, file 15924)". The file part is
-// the pages of /init's own binary that are mapped, which the kernel maps
-// 64 KiB around each fault; in the appliance they are the initramfs's
-// pages, in memory whether mapped or not.
+// rssOf reads VmRSS from a /proc/PID/status text, in KiB, with its anon,
+// file and shmem parts: "30004 KiB (anon 10800, file 4, shmem 19200)".
+// The pages of /init's own binary that are mapped (the kernel maps 64 KiB
+// around each fault) are file pages in a container and shmem in the
+// appliance, whose root is the initramfs on tmpfs: there they are in
+// memory whether mapped or not.
 func rssOf(status string) string {
 	fields := map[string]string{}
 	for line := range strings.Lines(status) {
@@ -194,7 +195,7 @@ func rssOf(status string) string {
 		return "?"
 	}
 	if anon, ok := fields["RssAnon"]; ok {
-		return fmt.Sprintf("%s KiB (anon %s, file %s)", rss, anon, fields["RssFile"])
+		return fmt.Sprintf("%s KiB (anon %s, file %s, shmem %s)", rss, anon, fields["RssFile"], fields["RssShmem"])
 	}
 	return rss + " KiB"
 }
