@@ -126,8 +126,9 @@ func (o options) turn(ctx context.Context, t *target, f func() error) error {
 }
 
 // perfThroughput reads the throughput line of etcdctl check perf:
-// "PASS: Throughput is 150 writes/s".
-var perfThroughput = regexp.MustCompile(`Throughput is (\d+(?:\.\d+)?) writes/s`)
+// "PASS: Throughput is 150 writes/s" or "FAIL: Throughput too low: 55
+// writes/s".
+var perfThroughput = regexp.MustCompile(`Throughput (?:is|too low:) (\d+(?:\.\d+)?) writes/s`)
 
 // etcdctlCheckPerf runs upstream `etcdctl check perf` against t and
 // returns its PASS and FAIL lines and the throughput it reports. A FAIL

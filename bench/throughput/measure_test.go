@@ -28,3 +28,10 @@ func TestInts(t *testing.T) {
 		}
 	}
 }
+
+func TestPerfLinesLowThroughput(t *testing.T) {
+	lines, ops := perfLines("FAIL: Throughput too low: 55 writes/s\nFAIL\n")
+	if len(lines) != 2 || ops != 55 {
+		t.Errorf("got %q, %v", lines, ops)
+	}
+}

@@ -70,9 +70,13 @@ func report(w io.Writer, ours, floor clusterRun) error {
 // goal), p50 and p99, each against the floor's.
 func pointFigures(o, f load.Result) []figures.Figure {
 	key := fmt.Sprintf("%s.c%d", o.Op, o.Clients)
-	what := fmt.Sprintf("etcd %s through the appliance, %d clients", o.Op, o.Clients)
+	clients := fmt.Sprintf("%d clients", o.Clients)
+	if o.Clients == 1 {
+		clients = "1 client"
+	}
+	what := fmt.Sprintf("etcd %s through the appliance, %s", o.Op, clients)
 	if o.Op == load.Range {
-		what = fmt.Sprintf("etcd linearizable range through the appliance, %d clients", o.Clients)
+		what = "etcd linearizable range through the appliance, " + clients
 	}
 	return []figures.Figure{
 		figures.Figure{Key: key + ".ops", Name: what + ", throughput", Value: o.Throughput(), Unit: "ops/s",
