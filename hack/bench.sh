@@ -87,10 +87,13 @@ section_throughput() {
 }
 
 start=$(date +%s)
+# A section that fails is named, and the others still run and are
+# recorded: the run then ends non-zero after the merge.
+failed=""
 for s in ${BENCH_ONLY:-build boot cluster upgrade verify backup throughput}; do
-	"section_$s"
+	"section_$s" || { failed="$failed $s"; echo "== section $s failed" >&2; }
 done
-echo "== bench done in $(($(date +%s) - start))s"
+echo "== bench done in $(($(date +%s) - start))s${failed:+; failed:$failed}"
 
 # bench.json: this run's sections replace the old file's of the same name,
 # under the run's date, commit and machine; BENCH_README=1 regenerates the
@@ -100,4 +103,7 @@ go run ./bench/figures merge -o "$benchout/bench.json" \
 	-command "${BENCH_ONLY:+BENCH_ONLY=\"$BENCH_ONLY\" }hack/bench.sh"
 if [ "${BENCH_README:-}" = 1 ]; then
 	go run ./bench/figures readme "$benchout/bench.json" README.md
+fi
+if [ -n "$failed" ]; then
+	exit 1
 fi
