@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,14 +61,9 @@ func TestRecord(t *testing.T) {
 		s("ours", 20*time.Second, 10*time.Second, 2048),
 		s("floor", 10*time.Second, 5*time.Second, -1),
 	})))
-	data, err := os.ReadFile(filepath.Join(dir, "boot.json"))
+	got, err := figures.Read(dir, "boot")
 	require.NoError(t, err)
-	var got figures.Section
-	require.NoError(t, json.Unmarshal(data, &got))
-	by := map[string]figures.Figure{}
-	for _, f := range got.Figures {
-		by[f.Key] = f
-	}
+	by := got.ByKey()
 	assert.Equal(t, 2.0, by["boot.init-healthy"].Ratio, "/init->healthy: 10s vs 5s")
 	assert.Equal(t, 2.0, by["boot.init-rss"].Value, "2048 KiB in MiB")
 	assert.NotContains(t, by, "boot.probe", "no nometa boots")

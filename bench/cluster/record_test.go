@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,14 +17,9 @@ func TestRecord(t *testing.T) {
 	f := figures{failover: 3 * time.Second, wiped: 10 * time.Second, cold: 30 * time.Second}
 	dr := drFigures{reboot: 4 * time.Second, restore: 8 * time.Second, recover: 2 * time.Second, rejoin: 6 * time.Second}
 	require.NoError(t, record(u, f, dr))
-	data, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	s, err := fig.Read(dir, "cluster")
 	require.NoError(t, err)
-	var s fig.Section
-	require.NoError(t, json.Unmarshal(data, &s))
-	ratios := map[string]float64{}
-	for _, f := range s.Figures {
-		ratios[f.Key] = f.Ratio
-	}
+	ratios := s.Ratios()
 	assert.Equal(t, map[string]float64{
 		"cluster.up3": 1.25, "cluster.up1": 0, "cluster.add": 0, "cluster.peer-lost": 0, "cluster.restart": 0.5, "cluster.failover": 3,
 		"cluster.wiped": 2, "cluster.cold": 3, "cluster.restore": 2, "cluster.quorum-lost": 0, "cluster.recover": 0.5,

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,14 +19,9 @@ func TestRecordRoll(t *testing.T) {
 	mv := moves{n: 3, writer: writerFigures{gap: 250 * time.Millisecond}}
 	require.NoError(t, recordRoll(reb, mv, rl))
 	require.NoError(t, recordBack(badImage{name: "panic", what: "a panic"}, back{healthy: 60 * sec}, reb))
-	data, err := os.ReadFile(filepath.Join(dir, "upgrade.json"))
+	s, err := figures.Read(dir, "upgrade")
 	require.NoError(t, err)
-	var s figures.Section
-	require.NoError(t, json.Unmarshal(data, &s))
-	ratio := map[string]float64{}
-	for _, f := range s.Figures {
-		ratio[f.Key] = f.Ratio
-	}
+	ratio := s.Ratios()
 	assert.Equal(t, map[string]float64{
 		"upgrade.reboot": 0, "upgrade.reboot-boot": 0, "upgrade.roll-total": 3.5, "upgrade.roll-step": 1.5,
 		"upgrade.roll-back": 1.25, "upgrade.roll-gap": 4, "upgrade.reboot-gap": 2, "upgrade.back-panic": 2,

@@ -108,3 +108,35 @@ func Record(section string, figs ...Figure) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// Read reads section's file in dir, as Record wrote it.
+func Read(dir, section string) (Section, error) {
+	var s Section
+	data, err := os.ReadFile(filepath.Join(dir, section+".json"))
+	if err != nil {
+		return s, fmt.Errorf("figures: %w", err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("figures: %s: %w", section, err)
+	}
+	return s, nil
+}
+
+// ByKey returns the section's figures by key.
+func (s Section) ByKey() map[string]Figure {
+	m := map[string]Figure{}
+	for _, f := range s.Figures {
+		m[f.Key] = f
+	}
+	return m
+}
+
+// Ratios returns each figure's ratio by key (0 for a figure without a
+// reference).
+func (s Section) Ratios() map[string]float64 {
+	m := map[string]float64{}
+	for _, f := range s.Figures {
+		m[f.Key] = f.Ratio
+	}
+	return m
+}

@@ -1,9 +1,6 @@
 package figures
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -21,16 +18,18 @@ func TestRecordMergesByKey(t *testing.T) {
 	if err := Record("upgrade", a); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "upgrade.json"))
+	s, err := Read(dir, "upgrade")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var s Section
-	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Section != "upgrade" || len(s.Figures) != 2 || s.Figures[0].Value != 60 || s.Figures[1].Key != "gap" {
 		t.Fatalf("got %+v", s)
+	}
+	if r := s.Ratios(); r["roll.total"] != 3.5 || r["gap"] != 0 {
+		t.Fatalf("ratios %v", r)
+	}
+	if _, err := Read(dir, "nothing"); err == nil {
+		t.Fatal("a missing section read")
 	}
 	if err := Record("Upgrade", a); err == nil {
 		t.Fatal("a section name with upper case was taken")
