@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/etcdbox/etcdbox/bench/internal/benchimage"
 	"github.com/etcdbox/etcdbox/image"
 	"github.com/etcdbox/etcdbox/pki"
 	"github.com/etcdbox/etcdbox/seed"
@@ -41,13 +42,9 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	if err != nil {
 		return im, err
 	}
-	kernel, modules, err := image.FindKernel(o.sysroot)
+	base, err := benchimage.Base(o.sysroot, o.etcd)
 	if err != nil {
 		return im, err
-	}
-	base := image.Config{
-		Kernel: kernel, Modules: modules, Etcd: o.etcd,
-		Bootloader: image.BootloaderPath(o.sysroot), Version: "bench",
 	}
 	ours := base
 	ours.Init, ours.Seed, ours.Output = o.init, seed, im.ours

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/etcdbox/etcdbox/bench/internal/benchimage"
 	"github.com/etcdbox/etcdbox/image"
 )
 
@@ -36,13 +37,9 @@ type images struct{ ours, floor string }
 // command line only.
 func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	im := images{ours: filepath.Join(dir, "ours.img"), floor: filepath.Join(dir, "floor.img")}
-	kernel, modules, err := image.FindKernel(o.sysroot)
+	base, err := benchimage.Base(o.sysroot, o.etcd)
 	if err != nil {
 		return im, err
-	}
-	base := image.Config{
-		Kernel: kernel, Modules: modules, Etcd: o.etcd,
-		Bootloader: image.BootloaderPath(o.sysroot), Version: "bench",
 	}
 	ours := base
 	ours.Init, ours.Output = o.init, im.ours
