@@ -127,7 +127,7 @@ func TestCluster(t *testing.T) {
 		for _, f := range forms {
 			follow.waitFor(t, `"added-peer-peer-urls":["https://`+f.node+".")
 		}
-		follow.stop(t)
+		follow.stop(t, c, "n1")
 		all := []string{"n1", "n2", "n3", "n4", "n5"}
 		checkOneCluster(ctx, t, c, all)
 		for _, name := range old {
