@@ -82,7 +82,7 @@ func (n *node) backupTurn(ctx context.Context, every time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("backup election: %w", err)
 	}
-	defer s.Close()
+	defer resign(ctx, c, s)
 	e := concurrency.NewElection(s, backupElection)
 	if err := e.Campaign(ctx, n.name); err != nil {
 		return fmt.Errorf("backup election: %w", err)
@@ -115,6 +115,19 @@ func (n *node) backupTurn(ctx context.Context, every time.Duration) error {
 			return err
 		}
 	}
+}
+
+// resign gives up the backup election when the node stops (ctx ended),
+// so that the next node takes the backups at once rather than after
+// backupLeaseTTL: it revokes the session's lease under a short context of
+// its own, since Session.Close revokes under ctx, which has ended.
+func resign(ctx context.Context, c *clientv3.Client, s *concurrency.Session) {
+	if ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_, _ = c.Revoke(rctx, s.Lease())
+	}
+	_ = s.Close()
 }
 
 func readLastBackup(ctx context.Context, c *clientv3.Client) (lastBackup, error) {

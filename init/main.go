@@ -185,10 +185,8 @@ func (n *node) boot(ctx context.Context) error {
 	// node stops, under supervise.Go, which logs a panic with the part's
 	// name and starts the part again after a backoff. The gate is the
 	// exception: a panic in it fails the gate (runGate), and the slot.
-	for _, p := range []struct {
-		name string
-		run  func(context.Context)
-	}{
+	// Shutdown stops them before etcd (parts.go).
+	n.parts.start(ctx, n.log.Printf, []part{
 		// Tell when this node's member has lost its quorum (quorum.go).
 		{"quorum watch", n.watchQuorum},
 		// Clear NOSPACE, when the seed allows it (maintain.go).
@@ -201,9 +199,7 @@ func (n *node) boot(ctx context.Context) error {
 		// Renew this node's leaves at two thirds of their life
 		// (certs.go).
 		{"certificate renewal", n.renewCertificates},
-	} {
-		supervise.Go(ctx, p.name, n.log.Printf, p.run)
-	}
+	})
 	// On a new slot: bless it once healthy, or mark it bad and reboot.
 	go n.runGate(ctx)
 	return nil
