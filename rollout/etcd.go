@@ -14,8 +14,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/etcdbox/etcdbox/internal/etcdlock"
 )
 
 // Keys of the roll's records in etcd.
@@ -228,31 +229,22 @@ func (e *EtcdClient) Downgrade(ctx context.Context, minor string) error {
 	return nil
 }
 
-// lockTTL is the lease of the roll lock's session: it outlives a leader
-// change and a member's reboot, and frees the lock a minute after a roll
-// dies.
-const lockTTL = 60
+// lockTTL is the lease of the roll lock: it outlives a leader change and
+// a member's reboot, and frees the lock a minute after a roll dies.
+const lockTTL = 60 * time.Second
 
-// Lock implements Etcd.
+// Lock implements Etcd. The lock holds no stream open on any member
+// (etcdlock): a member the roll reboots would wait for it, up to etcd's
+// request timeout, before it stops.
 func (e *EtcdClient) Lock(ctx context.Context) (func(), error) {
-	s, err := concurrency.NewSession(e.c, concurrency.WithTTL(lockTTL), concurrency.WithContext(context.WithoutCancel(ctx)))
+	l, err := etcdlock.TryLock(ctx, e.c, KeyLock, lockTTL, nil)
+	if errors.Is(err, etcdlock.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is held", ErrLocked, KeyLock)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", KeyLock, err)
 	}
-	m := concurrency.NewMutex(s, KeyLock)
-	if err := m.TryLock(ctx); err != nil {
-		s.Close()
-		if errors.Is(err, concurrency.ErrLocked) {
-			return nil, fmt.Errorf("%w: %s is held", ErrLocked, KeyLock)
-		}
-		return nil, fmt.Errorf("lock %s: %w", KeyLock, err)
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		m.Unlock(ctx)
-		s.Close()
-	}, nil
+	return l.Unlock, nil
 }
 
 func (e *EtcdClient) put(ctx context.Context, key string, v any) error {
