@@ -14,14 +14,19 @@ import (
 // slot (etcdbox.slot=) whose entry systemd-boot started.
 const kernelMarker = "Command line: "
 
+// shutdownMarker is the init's last line before it resets the machine:
+// etcd stopped, disks synced and unmounted (init/node.go).
+const shutdownMarker = "etcdbox: shutdown complete"
+
 // reboot is what one plain reboot measured.
 type reboot struct {
 	node   string
 	leader bool // it led when it was asked to reboot
-	// kernel is the time from the reboot request until the next kernel's
-	// first line (shutdown, firmware, systemd-boot); total until the node
-	// API says healthy voter on the same slot, blessed.
-	kernel, total time.Duration
+	// shutdown is the time from the reboot request until the init's last
+	// line; kernel until the next kernel's first line (shutdown,
+	// firmware, systemd-boot); total until the node API says healthy
+	// voter on the same slot, blessed.
+	shutdown, kernel, total time.Duration
 }
 
 // boot is the part of the reboot after the kernel started.
@@ -56,13 +61,14 @@ func (r *rig) reboots(ctx context.Context, n int, stdout io.Writer) (reboots, er
 		}
 		b.leader = c.LeaderName() == name
 		out.runs = append(out.runs, b)
-		fmt.Fprintf(stdout, "  %s (%s): %s (request -> kernel %s, kernel -> healthy voter %s)\n",
-			name, role(b.leader), secs(b.total), secs(b.kernel), secs(b.boot()))
+		fmt.Fprintf(stdout, "  %s (%s): %s (request -> shutdown complete %s, -> kernel %s, kernel -> healthy voter %s)\n",
+			name, role(b.leader), secs(b.total), secs(b.shutdown), secs(b.kernel), secs(b.boot()))
 	}
 	out.writer = r.stopWriter(w)
 	s := rebootSummary(out.runs)
 	fmt.Fprintf(stdout, "  reboot, request -> healthy voter: %s\n", s.total.Format("%.1fs"))
 	fmt.Fprintf(stdout, "  reboot, kernel -> healthy voter:  %s\n", s.boot.Format("%.1fs"))
+	fmt.Fprintf(stdout, "  reboot, request -> shutdown complete: %s\n", s.shutdown.Format("%.1fs"))
 	fmt.Fprintf(stdout, "  writer during the reboots: %s\n", out.writer)
 	return out, nil
 }
@@ -89,7 +95,12 @@ func (r *rig) reboot(ctx context.Context, node string) (reboot, error) {
 	if err := api.Reboot(ctx); err != nil {
 		return b, err
 	}
-	m, err := vm.WaitConsole(ctx, mark, kernelMarker)
+	down, err := vm.WaitConsole(ctx, mark, shutdownMarker)
+	if err != nil {
+		return b, fmt.Errorf("waiting for the shutdown: %w", err)
+	}
+	b.shutdown = time.Since(start)
+	m, err := vm.WaitConsole(ctx, down.Next, kernelMarker)
 	if err != nil {
 		return b, fmt.Errorf("waiting for the kernel: %w", err)
 	}

@@ -29,6 +29,7 @@ func recordRoll(reb reboots, mv moves, r roll) error {
 	figs := []figures.Figure{
 		s("upgrade.reboot", "plain reboot, request to healthy voter", rs.total.Median, rs.total.N),
 		s("upgrade.reboot-boot", "plain reboot, kernel to healthy voter", rs.boot.Median, rs.boot.N),
+		s("upgrade.reboot-shutdown", "plain reboot, request to the init's shutdown complete", rs.shutdown.Median, rs.shutdown.N).Ref(plain, rs.total.Median),
 		total,
 		s("upgrade.roll-step", "roll, per node (snapshot, arm, reboot, gate)", ro.total.Median, ro.total.N).Ref(plain, rs.total.Median),
 		s("upgrade.roll-back", "roll, per node: reboot request to blessed", ro.back.Median, ro.back.N).Ref(plain, rs.total.Median),
@@ -36,7 +37,7 @@ func recordRoll(reb reboots, mv moves, r roll) error {
 		rebootGap,
 	}
 	if rs.total.N == 0 {
-		figs = figs[2:] // no reboot measured: keep the roll's values alone
+		figs = figs[3:] // no reboot measured: keep the roll's values alone
 	}
 	return figures.Record("upgrade", figs...)
 }

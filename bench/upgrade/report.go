@@ -8,17 +8,19 @@ import (
 	"github.com/etcdbox/etcdbox/bench/internal/stats"
 )
 
-// rebootStats summarises the plain reboots: request to healthy voter, and
-// its part after the kernel started.
-type rebootStats struct{ total, boot stats.Summary }
+// rebootStats summarises the plain reboots: request to healthy voter, its
+// part after the kernel started, and its part until the init's shutdown
+// was complete.
+type rebootStats struct{ total, boot, shutdown stats.Summary }
 
 func rebootSummary(runs []reboot) rebootStats {
-	var total, boot []time.Duration
+	var total, boot, shutdown []time.Duration
 	for _, b := range runs {
 		total = append(total, b.total)
 		boot = append(boot, b.boot())
+		shutdown = append(shutdown, b.shutdown)
 	}
-	return rebootStats{stats.Durations(total), stats.Durations(boot)}
+	return rebootStats{stats.Durations(total), stats.Durations(boot), stats.Durations(shutdown)}
 }
 
 // rollStats summarises the roll's steps: each whole, and its part from the
