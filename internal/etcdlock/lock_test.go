@@ -114,4 +114,3 @@ func keepAliveStreams(t *testing.T, c *etcdtest.Cluster) (started, handled int) 
 	}
 	return started, handled
 }
-
