@@ -43,13 +43,18 @@ func writeFrame(w *bufio.Writer, f []byte) error {
 	return err
 }
 
+// streamBuffer is the size of a stream port's read and write buffers: a
+// port whose VM stops reading holds its queue (queueDepth frames) plus
+// what fits in here before it drops.
+const streamBuffer = 64 << 10
+
 // serveStream runs port p over conn, a QEMU stream connection, until
 // either side ends: frames read go into the switch, frames queued for p
 // are written out, batched while more are waiting.
 func (s *ethSwitch) serveStream(p *port, conn net.Conn) error {
 	writeDone := make(chan error, 1)
 	go func() {
-		w := bufio.NewWriterSize(conn, 64<<10)
+		w := bufio.NewWriterSize(conn, streamBuffer)
 		for {
 			select {
 			case <-p.done:
@@ -77,7 +82,7 @@ func (s *ethSwitch) serveStream(p *port, conn net.Conn) error {
 			}
 		}
 	}()
-	r := bufio.NewReaderSize(conn, 64<<10)
+	r := bufio.NewReaderSize(conn, streamBuffer)
 	var err error
 	for {
 		var f []byte
