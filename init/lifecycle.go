@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/etcdbox/etcdbox/discovery"
@@ -97,47 +96,25 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 			return set.InitialCluster(), nil
 		},
 	}
-	// The formation handshake: only a node without data may bootstrap,
-	// and only on its peers' word. It runs beside the member list.
-	var answers chan []member.Answer
 	if others := peers.ClientURLs(self.Name); len(others) > 0 {
 		if r.Peers, err = n.peerClient(others); err != nil {
 			return member.Round{}, err
 		}
 		// The client waits for a connection until the deadline: peers
-		// that do not run cost the whole of it, every round. When every
-		// peer answers the handshake that it never ran etcd, no member
-		// list can come, and the wait ends there: at a cold formation
-		// this saved the whole 5 s on every node.
+		// that do not run cost the whole of it, every round.
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var fresh atomic.Bool
-		if !r.Facts.HasData {
-			answers = make(chan []member.Answer, 1)
-			go func() {
-				as := n.askFormation(ctx, peers)
-				if member.NoneRanEtcd(as) {
-					fresh.Store(true)
-					cancel()
-				}
-				answers <- as
-			}()
-		}
 		obs, err := member.Observe(octx, r.Peers)
 		cancel()
-		switch {
-		case err != nil && fresh.Load():
-			n.log.Printf("membership: no peer has run etcd: every peer answered the formation handshake with no data, never a member, never started")
-		case err != nil:
+		if err != nil {
 			n.log.Printf("membership: no peer answers: %v", err)
-		default:
+		} else {
 			r.Facts.Reachable, r.Facts.Members, r.Facts.PeerCluster = true, obs.Members, obs.Cluster
 			r.Facts.PeerClusterID = fmt.Sprintf("%x", obs.ClusterID)
 		}
 	}
-	switch {
-	case answers != nil:
-		r.Facts.Answers = <-answers
-	case !r.Facts.HasData:
+	if !r.Facts.HasData {
+		// The formation handshake: only a node without data may
+		// bootstrap, and only on its peers' word.
 		r.Facts.Answers = n.askFormation(ctx, peers)
 	}
 	return r, nil
