@@ -302,19 +302,21 @@ func TestWatchdogHandover(t *testing.T) {
 		ticker: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() { close(stopped) } },
 	}
 	require.NoError(t, w.Start())
+	assert.Equal(t, 1, dev.fed(), "Start feeds it")
+	// The loop feeds on this tick after taking it; Handover waits for the
+	// loop to end, so the feed is counted below, never racing the count.
 	ticks <- time.Now()
-	before := dev.fed()
 	w.Handover()
 	<-stopped // the feeding loop ended
-	assert.Equal(t, before+1, dev.fed(), "fed once more for the next kernel")
+	assert.Equal(t, 3, dev.fed(), "fed on the tick, then once more for the next kernel")
 	assert.False(t, dev.disarmed, "left armed")
 	assert.Equal(t, 1, l.count("left armed for the next kernel"))
-	w.Handover() // again: nothing more
-	assert.Equal(t, before+2, dev.fed())
+	w.Handover() // again: one more feed
+	assert.Equal(t, 4, dev.fed())
 	require.NoError(t, w.Close())
 	assert.True(t, dev.disarmed, "a failed jump still disarms before the firmware reboot")
 	w.Handover()
-	assert.Equal(t, before+2, dev.fed(), "nothing after Close")
+	assert.Equal(t, 4, dev.fed(), "nothing after Close")
 }
 
 func TestWatchdogLoopTicks(t *testing.T) {
