@@ -36,7 +36,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -118,6 +120,7 @@ func main() {
 	if err := supervise.StartReaper(); err != nil {
 		n.log.Printf("reaper: %v", err)
 	}
+	signal.Notify(n.sigc, syscall.SIGTERM, syscall.SIGINT)
 	supervise.Go(ctx, "shutdown handler", n.log.Printf, func(context.Context) { n.handleShutdown() })
 	if err := n.boot(ctx); err != nil {
 		n.fail(err)

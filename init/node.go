@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,7 +44,12 @@ type node struct {
 	api    *server.Server // the node API, nil until it serves (serveAPI)
 	parts  parts          // the long-lived parts, once boot starts them
 	powerc chan shutdownRequest
-	once   sync.Once // one shutdown
+	// sigc receives SIGTERM and SIGINT from the start of main, so a signal
+	// that comes while a panicked shutdown handler waits to run again is
+	// kept for it, not taken by the default action (which ends a
+	// container-mode init at once, etcd orphaned).
+	sigc chan os.Signal
+	once sync.Once // one shutdown
 
 	formOnce  sync.Once
 	formation *member.Store // formationStore
@@ -124,6 +128,7 @@ func newNode() *node {
 	n := &node{
 		ring:   console.NewRing(2000),
 		powerc: make(chan shutdownRequest, 4),
+		sigc:   make(chan os.Signal, 4),
 		start:  time.Now(),
 	}
 	var out io.Writer = os.Stderr
@@ -158,11 +163,9 @@ func (n *node) pkiDir() string   { return filepath.Join(n.stateDir(), "pki") }
 // of the boot, so a node that waits (for peers, or for an operator to fix
 // its seed) still powers off when asked.
 func (n *node) handleShutdown() {
-	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	var req shutdownRequest
 	select {
-	case s := <-sigc:
+	case s := <-n.sigc:
 		n.log.Printf("%s received: shutting down", s)
 	case req = <-n.powerc:
 		what := "shutting down"
