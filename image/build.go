@@ -66,6 +66,9 @@ type Config struct {
 	SourceDateEpoch int64
 	// Version is recorded in /etc/etcdbox/release; empty means "dev".
 	Version string
+	// Compression is how hard the initrd is compressed; empty means
+	// CompressionSmall.
+	Compression Compression
 }
 
 // Result describes what Build wrote.
@@ -105,6 +108,11 @@ func (cfg Config) check(output bool) (Config, error) {
 	if cfg.Size == 0 {
 		cfg.Size = DefaultSize
 	}
+	c, err := cfg.Compression.check()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Compression = c
 	if cfg.SourceDateEpoch < 0 {
 		return cfg, fmt.Errorf("source date epoch %d is negative", cfg.SourceDateEpoch)
 	}
@@ -199,7 +207,7 @@ func Build(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	var initrd bytes.Buffer
-	info, err := writeInitrd(ctx, &initrd, t, mods, cfg.SourceDateEpoch)
+	info, err := writeInitrd(ctx, &initrd, t, mods, cfg.SourceDateEpoch, cfg.Compression)
 	if err != nil {
 		return nil, err
 	}

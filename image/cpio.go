@@ -55,15 +55,16 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeCPIO writes t as a "newc" (SVR4, no checksum) archive, the format
-// the kernel unpacks into its rootfs. The bytes depend only on the tree
-// and mtime: entries sorted by path, owner root, inodes numbered in order,
-// every entry its own inode (no hard links). It returns the archive size.
-func writeCPIO(ctx context.Context, w io.Writer, t *tree, mtime int64) (int64, error) {
+// writeCPIO writes nodes, in their order, as a "newc" (SVR4, no checksum)
+// archive, the format the kernel unpacks into its rootfs. The bytes
+// depend only on the nodes and mtime: owner root, inodes numbered in
+// order, every entry its own inode (no hard links). A directory must come
+// before what it holds. It returns the archive size.
+func writeCPIO(ctx context.Context, w io.Writer, nodes []*node, mtime int64) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	ino := uint32(0)
-	for _, n := range t.sorted() {
+	for _, n := range nodes {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}

@@ -75,7 +75,7 @@ func parseNewc(t *testing.T, b []byte) []newcHeader {
 
 func TestWriteCPIOHeaders(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := writeCPIO(context.Background(), &buf, sampleTree(t, false), testEpoch)
+	n, err := writeCPIO(context.Background(), &buf, sampleTree(t, false).sorted(), testEpoch)
 	require.NoError(t, err)
 	assert.Equal(t, int64(buf.Len()), n, "returned size")
 	hs := parseNewc(t, buf.Bytes())
@@ -102,9 +102,9 @@ func TestWriteCPIOHeaders(t *testing.T) {
 
 func TestWriteCPIOOrderIndependent(t *testing.T) {
 	var a, b bytes.Buffer
-	_, err := writeCPIO(context.Background(), &a, sampleTree(t, false), testEpoch)
+	_, err := writeCPIO(context.Background(), &a, sampleTree(t, false).sorted(), testEpoch)
 	require.NoError(t, err)
-	_, err = writeCPIO(context.Background(), &b, sampleTree(t, true), testEpoch)
+	_, err = writeCPIO(context.Background(), &b, sampleTree(t, true).sorted(), testEpoch)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(a.Bytes(), b.Bytes()), "archives of the same tree differ by insertion order")
 }
@@ -112,7 +112,7 @@ func TestWriteCPIOOrderIndependent(t *testing.T) {
 // TestWriteCPIOUnpacks unpacks the archive with the host's cpio.
 func TestWriteCPIOUnpacks(t *testing.T) {
 	var buf bytes.Buffer
-	_, err := writeCPIO(context.Background(), &buf, sampleTree(t, false), testEpoch)
+	_, err := writeCPIO(context.Background(), &buf, sampleTree(t, false).sorted(), testEpoch)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	cmd := exec.Command("cpio", "-idm", "--quiet", "--no-absolute-filenames")

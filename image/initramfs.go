@@ -9,8 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-
-	"github.com/klauspost/compress/zstd"
+	"slices"
 )
 
 // diskTools are the programs init runs on its disk, with the package
@@ -190,12 +189,9 @@ type InitrdInfo struct {
 	Modules []string
 }
 
-// WriteInitrd writes the zstd-compressed newc initramfs of cfg to w. The
-// kernel's CONFIG_RD_ZSTD unpacks it. zstd, measured against gzip on this
-// initramfs (55.7 MB of cpio): 19.9 MB against 20.2 MB, written in a
-// third of the time, and read 2.6 times as fast, which is what a booting
-// node waits for. Higher zstd levels saved under 1 MB for seconds more of
-// build time. One encoder goroutine, so equal inputs give equal bytes.
+// WriteInitrd writes the zstd-compressed newc initramfs of cfg to w, as
+// cfg.Compression says (see Compression). The kernel's CONFIG_RD_ZSTD
+// unpacks it.
 func WriteInitrd(ctx context.Context, cfg Config, w io.Writer) (InitrdInfo, error) {
 	cfg, err := cfg.check(false)
 	if err != nil {
@@ -205,16 +201,16 @@ func WriteInitrd(ctx context.Context, cfg Config, w io.Writer) (InitrdInfo, erro
 	if err != nil {
 		return InitrdInfo{}, err
 	}
-	return writeInitrd(ctx, w, t, mods, cfg.SourceDateEpoch)
+	return writeInitrd(ctx, w, t, mods, cfg.SourceDateEpoch, cfg.Compression)
 }
 
-func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch int64) (InitrdInfo, error) {
+func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch int64, c Compression) (InitrdInfo, error) {
 	cw := &countWriter{w: w}
-	zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	zw, err := c.writer(cw)
 	if err != nil {
 		return InitrdInfo{}, err
 	}
-	n, err := writeCPIO(ctx, zw, t, epoch)
+	n, err := writeCPIO(ctx, zw, cpioOrder(t), epoch)
 	if err != nil {
 		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
 	}
@@ -222,6 +218,30 @@ func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch
 		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
 	}
 	return InitrdInfo{Size: cw.n, Uncompressed: n, Modules: mods}, nil
+}
+
+// goBinaries are the initramfs's two Go programs, /init and etcd. They
+// share most of their code (the standard library, gRPC, protobuf, etcd's
+// API and client), so the archive ends with them side by side, where one
+// compression window holds both: 14.5 MiB against 17.1 MiB with modules
+// and libraries between them.
+var goBinaries = []string{"init", "usr/bin/etcd"}
+
+// cpioOrder is t's entries in path order, the Go binaries last. Every
+// directory still comes before what it holds: the binaries' directories
+// come in path order, before them.
+func cpioOrder(t *tree) []*node {
+	all := t.sorted()
+	out := make([]*node, 0, len(all))
+	var last []*node
+	for _, n := range all {
+		if slices.Contains(goBinaries, n.path) {
+			last = append(last, n)
+			continue
+		}
+		out = append(out, n)
+	}
+	return append(out, last...)
 }
 
 // fileBytes reads a whole input file, naming it in the error.

@@ -25,7 +25,7 @@ func init() { commands = append(commands, newBuildCommand) }
 type buildFlags struct {
 	output, format, kernel, modules, etcd, init, bootloader string
 	cmdline, size, seed, push, version, toolsRoot           string
-	sign                                                    string
+	sign, compression                                       string
 	force                                                   bool
 }
 
@@ -79,6 +79,8 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl.StringVar(&f.version, "version", "dev", "the image's version (deprecated: use --image-version)")
 	_ = fl.MarkDeprecated("version", "use --image-version")
 	fl.StringVar(&f.toolsRoot, "tools-root", "/", "root to take e2fsprogs and their libraries from")
+	fl.StringVar(&f.compression, "compression", string(image.CompressionSmall),
+		"initrd compression: small (zstd's best, about 5 s) or fast (zstd's default, under 1 s, a third larger)")
 	return cmd
 }
 
@@ -136,6 +138,11 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	if !slices.Contains(image.Formats, image.Format(f.format)) {
 		return image.Config{}, usageError{fmt.Errorf("--format %q: unknown; want one of %s", f.format, image.FormatNames())}
 	}
+	switch image.Compression(f.compression) {
+	case image.CompressionSmall, image.CompressionFast:
+	default:
+		return image.Config{}, usageError{fmt.Errorf("--compression %q: unknown; want %s or %s", f.compression, image.CompressionSmall, image.CompressionFast)}
+	}
 	size, err := parseSize(f.size)
 	if err != nil {
 		return image.Config{}, fmt.Errorf("--size %s: %w", f.size, err)
@@ -172,7 +179,7 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 		Kernel: f.kernel, Modules: f.modules, Etcd: f.etcd, Init: f.init, Bootloader: f.bootloader,
 		ToolsRoot: f.toolsRoot, Cmdline: f.cmdline, Seed: f.seed, Size: size,
 		Format: image.Format(f.format), Output: f.output, Push: f.push,
-		SourceDateEpoch: epoch, Version: f.version,
+		SourceDateEpoch: epoch, Version: f.version, Compression: image.Compression(f.compression),
 	}
 	if cfg.Output == "" && cfg.Push == "" {
 		return cfg, errors.New("-o/--output: no output given")

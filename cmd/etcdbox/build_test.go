@@ -61,6 +61,8 @@ func TestBuildCommandErrors(t *testing.T) {
 	}{
 		{name: "unknown format", args: func(out string) []string { return buildArgs(t, "-o", out, "--format", "qcow3") },
 			want: []string{`"qcow3"`}},
+		{name: "unknown compression", args: func(out string) []string { return buildArgs(t, "-o", out, "--compression", "xz") },
+			want: []string{`--compression "xz"`, "small", "fast"}},
 		{name: "size too small", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "100M") },
 			want: []string{"--size 100M", "578 MiB"}},
 		{name: "size unparsable", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "huge") },
@@ -155,7 +157,7 @@ func TestBuildCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "etcdbox.img")
 	var stdout, stderr bytes.Buffer
 	seed := caKeySeed(t)
-	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--cmdline", "etcdbox.debug=1 "+cmdlineSeed(t, seed), "--seed", seed), &stdout, &stderr)
+	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--compression", "fast", "--cmdline", "etcdbox.debug=1 "+cmdlineSeed(t, seed), "--seed", seed), &stdout, &stderr)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
 	// A raw disk for one machine may carry the CA key, with a warning;

@@ -67,6 +67,7 @@ func TestBuilderESP(t *testing.T) {
 		Cmdline:         "etcdbox.debug=1",
 		SourceDateEpoch: 1700000000,
 		Version:         "slot-test",
+		Compression:     image.CompressionFast,
 		Output:          disk,
 	})
 	require.NoError(t, err, "build")

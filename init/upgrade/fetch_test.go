@@ -46,7 +46,7 @@ func TestFetchBuiltImage(t *testing.T) {
 	vmlinuz, modules := testenv.Kernel(t)
 	res, err := image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
-		Format: image.FormatOCI, Push: host + "/etcdbox:v2",
+		Format: image.FormatOCI, Push: host + "/etcdbox:v2", Compression: image.CompressionFast,
 	})
 	require.NoError(t, err)
 
@@ -150,6 +150,7 @@ func TestFetchCmdline(t *testing.T) {
 	res, err := image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
 		Format: image.FormatOCI, Push: host + "/etcdbox:v3", Cmdline: "rdinit=/nonexistent  etcdbox.debug=1",
+		Compression: image.CompressionFast,
 	})
 	require.NoError(t, err)
 	b, err := Fetch(context.Background(), host+"/etcdbox@"+res.Digest, Options{Insecure: true})

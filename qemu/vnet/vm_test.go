@@ -130,6 +130,7 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 		Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
 		Bootloader: testenv.Bootloader(t),
 		Seed:       seedPath, Output: img, Version: "vnet-test",
+		Compression: image.CompressionFast, // the e2e tier boots the default
 	})
 	require.NoError(t, err)
 	return pkiDir, img
