@@ -14,7 +14,7 @@ type Compression string
 
 const (
 	// CompressionSmall, the default, is zstd's best level with a 32 MiB
-	// window. Measured on the initramfs of commit 825bf8a's parts (56
+	// window. Measured on the initramfs of commit c9d83c6's parts (56
 	// MiB of cpio, Debian 6.1 kernel, software emulation, 1 vCPU):
 	//
 	//	setting                       initrd    build   kernel unpack
