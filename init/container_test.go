@@ -185,6 +185,17 @@ func (n *cnode) stop() {
 	}
 }
 
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func tail(s string, lines int) string {
 	l := strings.Split(s, "\n")
 	if len(l) > lines {
@@ -266,6 +277,7 @@ func (c *cluster) voters(cli *clientv3.Client, want int, within time.Duration) *
 }
 
 func TestContainerLifecycle(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "n1", "n2", "n3", "n4")
 	n1, n2, n3, n4 := c.nodes["n1"], c.nodes["n2"], c.nodes["n3"], c.nodes["n4"]
 	for _, n := range []*cnode{n1, n2, n3} {
@@ -286,6 +298,17 @@ func TestContainerLifecycle(t *testing.T) {
 			ids[resp.Header.ClusterId] = true
 		}
 		assert.Len(t, ids, 1, "one cluster ID across the nodes")
+		// A node that formed anew had every peer's word that none ran
+		// etcd, and so did not wait out the member list's deadline.
+		formed := 0
+		for _, n := range []*cnode{n1, n2, n3} {
+			if strings.Contains(n.log(), "never started etcd: bootstrap formation") {
+				formed++
+				assert.True(t, strings.Contains(n.log(), "membership: no peer has run etcd: every peer answered"),
+					"%s formed anew after waiting out the member list:\n%s", n.name, grepLines(n.log(), "etcdbox: membership: "))
+			}
+		}
+		assert.Positive(t, formed, "no node formed a new formation")
 	})
 
 	t.Run("etcd runs with compaction, a quota sized to DATA, and corruption checks", func(t *testing.T) {

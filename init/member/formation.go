@@ -187,6 +187,18 @@ type Answer struct {
 	nodeapi.Formation
 }
 
+// NoneRanEtcd reports whether every answer of as came, and says its node
+// has no data, never was a member and never started etcd: then no peer
+// runs an etcd that could list the members. False for no answers.
+func NoneRanEtcd(as []Answer) bool {
+	for _, a := range as {
+		if a.Err != nil || holdsCluster(a) || a.Started {
+			return false
+		}
+	}
+	return len(as) > 0
+}
+
 // names lists the names of as, comma-separated.
 func names(as []Answer) string {
 	s := make([]string, len(as))
