@@ -39,6 +39,7 @@ func TestDecommissionedReadsTheTombstone(t *testing.T) {
 // TestDecommissionJobRealEtcd runs the node side of a decommission against
 // four bin/etcd members on loopback.
 func TestDecommissionJobRealEtcd(t *testing.T) {
+	t.Parallel()
 	pkiDir := filepath.Join(t.TempDir(), "pki")
 	require.NoError(t, pki.Init(pkiDir, false))
 	c := etcdtest.Start(t, pkiDir, "n1", "n2", "n3", "n4")

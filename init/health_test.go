@@ -141,6 +141,7 @@ func childPid(t *testing.T, parent int, comm string) int {
 // frozen or its member has no quorum; a non-loopback address is refused
 // at boot.
 func TestContainerHealth(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "h1", "h2")
 	h1, h2 := c.nodes["h1"], c.nodes["h2"]
 	addr := map[*cnode]string{}

@@ -40,6 +40,7 @@ func TestContainerRecoverDirective(t *testing.T) {
 	require.NoError(t, err)
 	defer a1.Close()
 	waitVoter(t, a1)
+	waitRecorded(t, n1, n2)
 	st, err := a1.Status(ctx)
 	require.NoError(t, err)
 	token := nodeapi.RecoveryToken(st.Member.ClusterID, st.Member.ID)

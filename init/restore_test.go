@@ -48,6 +48,7 @@ func TestContainerRestore(t *testing.T) {
 	}
 	a1, a2 := api(n1), api(n2)
 	waitVoter(t, a1)
+	waitRecorded(t, n1, n2)
 	snap, err := a1.Backup(ctx)
 	require.NoError(t, err)
 	_, err = cli.Put(ctx, "after", "gone")
@@ -161,6 +162,17 @@ func waitAPI(t *testing.T, a *nodeapi.Client) {
 func waitVoter(t *testing.T, a *nodeapi.Client) {
 	t.Helper()
 	waitStatus(t, a, "a healthy voter", func(st nodeapi.Status) bool { return st.Member.Healthy && st.Member.Role == nodeapi.RoleVoter })
+}
+
+// waitRecorded waits until each node says it is a voting member: it has
+// recorded its cluster and member IDs then (Loop.Voter). etcd serves as a
+// voter a moment before, and a recovery or restore begun in between finds
+// no identity on the node.
+func waitRecorded(t *testing.T, ns ...*cnode) {
+	t.Helper()
+	for _, n := range ns {
+		n.waitLog(0, "membership: "+n.name+" is a voting member", time.Minute)
+	}
 }
 
 // waitDone waits until a's node has finished its restore as a voter.
