@@ -5,12 +5,15 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,15 +62,43 @@ func buildRollImage(t *testing.T, initBin, etcdBin, version, out string) {
 // arguments.
 func buildImageCmdline(t *testing.T, initBin, etcdBin, version, cmdline, out string) {
 	t.Helper()
+	require.NoError(t, buildImages(t, rollImage{initBin, etcdBin, version, cmdline, out, ""}))
+}
+
+// A rollImage is one image for buildImages: as buildImageCmdline's
+// arguments, with the initrd's compression ("" for the default).
+type rollImage struct {
+	initBin, etcdBin, version, cmdline, out string
+	compression                             image.Compression
+}
+
+// buildImages builds imgs at once, two at a time (the compressor uses one
+// core, and the machine has two), and returns their errors joined.
+func buildImages(t *testing.T, imgs ...rollImage) error {
+	t.Helper()
 	vmlinuz, modules := testenv.Kernel(t)
-	cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: etcdBin, Init: initBin, Output: out, Version: version, Cmdline: cmdline}
-	if filepath.Ext(out) == ".tar" {
-		cfg.Format = image.FormatOCI
-	} else {
-		cfg.Bootloader = testenv.Bootloader(t)
+	bootloader := testenv.Bootloader(t)
+	errs := make([]error, len(imgs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, im := range imgs {
+		cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: im.etcdBin, Init: im.initBin, Output: im.out,
+			Version: im.version, Cmdline: im.cmdline, Compression: im.compression}
+		if filepath.Ext(im.out) == ".tar" {
+			cfg.Format = image.FormatOCI
+		} else {
+			cfg.Bootloader = bootloader
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if _, err := image.Build(context.Background(), cfg); err != nil {
+				errs[i] = fmt.Errorf("build %s: %w", im.out, err)
+			}
+		})
 	}
-	_, err := image.Build(context.Background(), cfg)
-	require.NoError(t, err)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // pushImage pushes the OCI tarball to the cluster's registry and returns
