@@ -298,13 +298,13 @@ func TestContainerLifecycle(t *testing.T) {
 			ids[resp.Header.ClusterId] = true
 		}
 		assert.Len(t, ids, 1, "one cluster ID across the nodes")
-		// A node that formed anew had every peer's word that none ran
-		// etcd, and so did not wait out the member list's deadline.
+		// A node that formed anew had every peer's word that none ever
+		// served, and so did not wait out the member list's deadline.
 		formed := 0
 		for _, n := range []*cnode{n1, n2, n3} {
 			if strings.Contains(n.log(), "never started etcd: bootstrap formation") {
 				formed++
-				assert.True(t, strings.Contains(n.log(), "membership: no peer has run etcd: every peer answered"),
+				assert.True(t, strings.Contains(n.log(), "membership: no peer has served etcd yet: every peer answered"),
 					"%s formed anew after waiting out the member list:\n%s", n.name, grepLines(n.log(), "etcdbox: membership: "))
 			}
 		}

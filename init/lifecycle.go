@@ -107,16 +107,18 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 		}
 		// The client waits for a connection until the deadline: peers
 		// that do not run cost the whole of it, every round. When every
-		// peer answers the handshake that it never ran etcd, no member
-		// list can come, and the wait ends there: at a cold formation
-		// that saves the whole 5 s on every node.
+		// peer answers the handshake that it never served as a member,
+		// no member list can come yet, and the wait ends there: at a
+		// cold formation that saves the whole 5 s on every node, and
+		// again on a late member's next round, while the peers that
+		// started first wait for it to make their quorum.
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var fresh atomic.Bool
 		if !r.Facts.HasData {
 			early = make(chan []member.Answer, 1)
 			go func() {
 				as := n.askFormation(octx, peers)
-				if member.NoneRanEtcd(as) {
+				if member.NoneServed(as) {
 					fresh.Store(true)
 					cancel()
 				}
@@ -126,7 +128,7 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 		obs, err := member.Observe(octx, r.Peers)
 		switch {
 		case err != nil && fresh.Load():
-			n.log.Printf("membership: no peer has run etcd: every peer answered the formation handshake with no data, never a member, never started")
+			n.log.Printf("membership: no peer has served etcd yet: every peer answered the formation handshake that it never was a member; not waiting for a member list")
 		case err != nil:
 			n.log.Printf("membership: no peer answers: %v", err)
 		default:

@@ -230,10 +230,9 @@ func TestQuorumLostReachable(t *testing.T) {
 	}
 }
 
-// TestNoneRanEtcd: only answers, every one of them from a node that has
-// no data, never was a member and never started etcd, end the member
-// list's wait early.
-func TestNoneRanEtcd(t *testing.T) {
+// TestNoneServed: only answers, every one of them from a node that never
+// was a member, end the member list's wait early.
+func TestNoneServed(t *testing.T) {
 	with := func(f func(*Answer)) Answer { a := fresh("n3"); f(&a); return a }
 	for _, c := range []struct {
 		name string
@@ -241,12 +240,12 @@ func TestNoneRanEtcd(t *testing.T) {
 		want bool
 	}{
 		{"every peer fresh", []Answer{fresh("n1"), fresh("n3")}, true},
+		{"one started etcd and has data, never served", []Answer{fresh("n1"), with(func(a *Answer) { a.Started, a.HasData = true, true })}, true},
 		{"no answers", nil, false},
 		{"one did not answer", []Answer{fresh("n1"), with(func(a *Answer) { a.Err = errors.New("refused") })}, false},
-		{"one has data", []Answer{fresh("n1"), with(func(a *Answer) { a.HasData = true })}, false},
 		{"one was a member", []Answer{fresh("n1"), with(func(a *Answer) { a.WasMember = true })}, false},
-		{"one started etcd", []Answer{fresh("n1"), with(func(a *Answer) { a.Started = true })}, false},
+		{"one was a member, without data", []Answer{fresh("n1"), with(func(a *Answer) { a.WasMember, a.HasData = true, false })}, false},
 	} {
-		assert.Equal(t, c.want, NoneRanEtcd(c.as), c.name)
+		assert.Equal(t, c.want, NoneServed(c.as), c.name)
 	}
 }

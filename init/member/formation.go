@@ -187,12 +187,18 @@ type Answer struct {
 	nodeapi.Formation
 }
 
-// NoneRanEtcd reports whether every answer of as came, and says its node
-// has no data, never was a member and never started etcd: then no peer
-// runs an etcd that could list the members. False for no answers.
-func NoneRanEtcd(as []Answer) bool {
+// NoneServed reports whether every answer of as came, and says its node
+// never was a member (it never served as a voter): then no peer's etcd
+// can list the members yet, and a node need not wait out the member
+// list's deadline. Deciding without the list is always allowed (the list
+// may time out on a slow network): it leaves only the handshake's
+// decisions, which bootstrap on proof or wait. A peer that started etcd
+// in a formation but has not served counts: at a simultaneous first boot
+// the late members then start in their slots a round sooner. False for
+// no answers.
+func NoneServed(as []Answer) bool {
 	for _, a := range as {
-		if a.Err != nil || holdsCluster(a) || a.Started {
+		if a.Err != nil || a.WasMember {
 			return false
 		}
 	}
