@@ -30,6 +30,7 @@ func (n *node) runGate(ctx context.Context) {
 		Limit:   time.Duration(n.seed.Upgrade.GateSeconds) * time.Second,
 		Every:   2 * time.Second,
 		Problem: n.gateProblem,
+		Doomed:  n.etcdDoomed,
 		Bless:   func() error { return slot.Bless(n.esp, booted) },
 		Fail:    fail,
 		Logf:    n.log.Printf,
@@ -41,6 +42,26 @@ func (n *node) runGate(ctx context.Context) {
 	if err != nil {
 		fail("gate failed: " + err.Error())
 	}
+}
+
+// etcdDoomed says why the slot on probation can never pass its gate
+// (upgrade.CrashLoop): the current etcd exited on its own again and again
+// and never served. It is "" while etcd is not started: the lifecycle may
+// still be waiting for its peers.
+func (n *node) etcdDoomed() string {
+	n.mu.Lock()
+	sup, readyc, last := n.etcd, n.readyc, n.lastExit
+	n.mu.Unlock()
+	if sup == nil || readyc == nil {
+		return ""
+	}
+	served := false
+	select {
+	case <-readyc:
+		served = true
+	default:
+	}
+	return upgrade.CrashLoop(sup.Restarts(), served, last)
 }
 
 // gateProblem says what keeps the local member from counting as healthy,

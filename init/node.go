@@ -111,6 +111,9 @@ type etcdState struct {
 	member etcdMember            // as last started (or planned)
 	etcd   *supervise.Supervisor // nil until the lifecycle starts etcd
 	readyc chan struct{}         // closed once the current etcd serves
+	// lastExit is how the current etcd last exited on its own
+	// (etcdDoomed).
+	lastExit string
 	// lifecycleStop ends the member lifecycle and returns a channel
 	// closed once it has returned; nil while none runs (recover.go).
 	lifecycleStop func() <-chan struct{}

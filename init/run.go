@@ -78,6 +78,15 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		Log:     n.log.Printf,
 		Backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second},
 	}
+	sup.OnExit = func(err error, _ int) {
+		if err != nil {
+			n.mu.Lock()
+			if n.etcd == sup {
+				n.lastExit = err.Error()
+			}
+			n.mu.Unlock()
+		}
+	}
 	// The supervisor's loop is a watchdog liveness source while it runs.
 	alive := n.heart("etcd supervisor", time.Minute)
 	sup.Alive = alive.Beat
@@ -90,6 +99,7 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 	n.member = m
 	n.etcd = sup
 	n.readyc = make(chan struct{})
+	n.lastExit = ""
 	go func() {
 		defer alive.Stop()
 		if err := sup.Run(ctx); err != nil {

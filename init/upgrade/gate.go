@@ -52,6 +52,31 @@ func (g *Gate) Decide(now time.Time, problem string) (Verdict, string) {
 	return KeepWaiting, ""
 }
 
+// CrashLimit is how many times etcd may exit on its own in a slot on
+// probation, without having served once, before the gate gives the slot
+// up (CrashLoop).
+const CrashLimit = 5
+
+// CrashLoop says why a slot on probation can never pass its gate, or "":
+// etcd exited on its own crashes times in it (the supervisor's restarts)
+// and never once served, last being how it ended the last time. Such an
+// etcd does not start at all (a binary that is not etcd, flags or data it
+// refuses, a downgrade it was not allowed): waiting out the rest of the
+// gate (five minutes by default) only keeps the node out of its cluster
+// longer before it goes back to the old slot. An etcd that served even
+// once in this boot is left to the gate's usual rule, since it may come
+// back; so is one that exits fewer than CrashLimit times, as one that
+// fails once at start for a passing cause may serve at the next try.
+func CrashLoop(crashes int, served bool, last string) string {
+	if served || crashes < CrashLimit {
+		return ""
+	}
+	if last == "" {
+		last = "unknown"
+	}
+	return fmt.Sprintf("etcd exited %d times in this slot and never served (last: %s)", crashes, last)
+}
+
 // Probation is a slot on probation, watched by its health gate (Watch).
 type Probation struct {
 	Slot          string
@@ -61,6 +86,10 @@ type Probation struct {
 	// Problem says what keeps the member from counting as healthy, or
 	// "" when it does.
 	Problem func(context.Context) string
+	// Doomed, when set, says why the slot can never pass however long
+	// the gate waits (CrashLoop), or "": a non-empty answer fails the
+	// gate at the next look.
+	Doomed func() string
 	// Bless keeps the slot; an error is logged and tried again at the
 	// next look.
 	Bless func() error
@@ -80,6 +109,12 @@ func (p Probation) Watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if p.Doomed != nil {
+			if why := p.Doomed(); why != "" {
+				p.Fail("gate failed: " + why)
+				return
+			}
 		}
 		v, why := g.Decide(time.Now(), p.Problem(ctx))
 		switch v {

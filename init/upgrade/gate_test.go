@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -39,4 +40,74 @@ func TestGateDecide(t *testing.T) {
 			assert.Contains(t, why, tt.wantWhy)
 		})
 	}
+}
+
+func TestCrashLoop(t *testing.T) {
+	tests := []struct {
+		name    string
+		crashes int
+		served  bool
+		last    string
+		want    string
+	}{
+		{"no exit", 0, false, "", ""},
+		{"fewer exits than the limit", CrashLimit - 1, false, "exit status 1", ""},
+		{"exits at the limit, never served", CrashLimit, false, "exit status 1", "etcd exited 5 times in this slot and never served (last: exit status 1)"},
+		{"many exits, killed by a signal", 9, false, "signal: segmentation fault", "etcd exited 9 times in this slot and never served (last: signal: segmentation fault)"},
+		{"served once, then exits: the gate's usual rule", 9, true, "exit status 2", ""},
+		{"no status kept", CrashLimit, false, "", "(last: unknown)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CrashLoop(tt.crashes, tt.served, tt.last)
+			if tt.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tt.want)
+		})
+	}
+}
+
+// TestProbationDoomed: a doomed slot fails at the next look, long before
+// the gate's limit, and is never blessed; one that is not doomed is
+// judged by the gate as before.
+func TestProbationDoomed(t *testing.T) {
+	run := func(t *testing.T, doomedAfter int, problem string) (failed string, blessed bool) {
+		looks := 0
+		done := make(chan struct{})
+		p := Probation{
+			Slot: "a", Settle: 20 * time.Millisecond, Limit: time.Hour, Every: time.Millisecond,
+			Problem: func(context.Context) string { return problem },
+			Doomed: func() string {
+				looks++
+				if doomedAfter > 0 && looks >= doomedAfter {
+					return CrashLoop(CrashLimit, false, "exit status 1")
+				}
+				return ""
+			},
+			Bless: func() error { blessed = true; close(done); return nil },
+			Fail:  func(why string) { failed = why; close(done) },
+			Logf:  t.Logf,
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		p.Watch(ctx)
+		select {
+		case <-done:
+		default:
+			t.Fatal("the gate neither blessed nor failed the slot")
+		}
+		return failed, blessed
+	}
+	t.Run("etcd never serves: failed at once", func(t *testing.T) {
+		failed, blessed := run(t, 3, "etcd does not answer")
+		assert.False(t, blessed)
+		assert.Equal(t, "gate failed: etcd exited 5 times in this slot and never served (last: exit status 1)", failed)
+	})
+	t.Run("not doomed and healthy: blessed", func(t *testing.T) {
+		failed, blessed := run(t, 0, "")
+		assert.True(t, blessed)
+		assert.Empty(t, failed)
+	})
 }
