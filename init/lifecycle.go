@@ -117,7 +117,12 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 		if !r.Facts.HasData {
 			early = make(chan []member.Answer, 1)
 			go func() {
-				as := n.askFormation(octx, peers)
+				// A peer whose node API is not up yet is asked
+				// again a moment later, rather than costing the
+				// whole of the list's wait.
+				as := member.AskUntilAnswered(octx, formationRetry, func(ctx context.Context) []member.Answer {
+					return n.askFormation(ctx, peers)
+				})
 				if member.NoneServed(as) {
 					fresh.Store(true)
 					cancel()
@@ -154,6 +159,10 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 	}
 	return r, nil
 }
+
+// formationRetry is how long a node waits before it asks a peer that did
+// not answer the formation handshake again (member.AskUntilAnswered).
+const formationRetry = 300 * time.Millisecond
 
 // startMember launches etcd as the loop asks (member.Loop.Launch).
 func (n *node) startMember(ctx context.Context, s member.Start) (member.Etcd, error) {

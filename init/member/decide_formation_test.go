@@ -1,11 +1,13 @@
 package member
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -248,4 +250,60 @@ func TestNoneServed(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, NoneServed(c.as), c.name)
 	}
+}
+
+func TestUnanswered(t *testing.T) {
+	with := func(f func(*Answer)) Answer { a := fresh("n3"); f(&a); return a }
+	refused := with(func(a *Answer) { a.Err = errors.New("refused") })
+	for _, c := range []struct {
+		name string
+		as   []Answer
+		want bool
+	}{
+		{"every peer answered", []Answer{fresh("n1"), fresh("n3")}, false},
+		{"no answers", nil, false},
+		{"one did not answer, the other fresh", []Answer{fresh("n1"), refused}, true},
+		{"none answered", []Answer{with(func(a *Answer) { a.Name, a.Err = "n1", errors.New("refused") }), refused}, true},
+		{"one did not answer, the other was a member", []Answer{with(func(a *Answer) { a.Name, a.WasMember = "n1", true }), refused}, false},
+	} {
+		assert.Equal(t, c.want, Unanswered(c.as), c.name)
+	}
+}
+
+// TestAskUntilAnswered: a peer that refused is asked again until it
+// answers; a peer that served ends the asking at once; and the asking
+// ends with ctx.
+func TestAskUntilAnswered(t *testing.T) {
+	refused := func(name string) Answer { return Answer{Name: name, Err: errors.New("connection refused")} }
+	served := fresh("n3")
+	served.WasMember = true
+	script := func(rounds ...[]Answer) (func(context.Context) []Answer, *int) {
+		asked := 0
+		return func(context.Context) []Answer {
+			r := rounds[min(asked, len(rounds)-1)]
+			asked++
+			return r
+		}, &asked
+	}
+	t.Run("a refused peer comes up", func(t *testing.T) {
+		ask, asked := script([]Answer{refused("n1"), refused("n3")}, []Answer{fresh("n1"), refused("n3")}, []Answer{fresh("n1"), fresh("n3")})
+		as := AskUntilAnswered(t.Context(), time.Millisecond, ask)
+		assert.Equal(t, 3, *asked)
+		assert.True(t, NoneServed(as), "the last answers are read: %+v", as)
+	})
+	t.Run("a peer that served ends it", func(t *testing.T) {
+		ask, asked := script([]Answer{refused("n1"), served})
+		as := AskUntilAnswered(t.Context(), time.Millisecond, ask)
+		assert.Equal(t, 1, *asked)
+		assert.False(t, NoneServed(as))
+	})
+	t.Run("ctx ends while one never answers", func(t *testing.T) {
+		ask, asked := script([]Answer{fresh("n1"), refused("n3")})
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		as := AskUntilAnswered(ctx, 5*time.Millisecond, ask)
+		assert.Greater(t, *asked, 1, "asked again")
+		assert.Error(t, ctx.Err(), "returned only once ctx ended")
+		assert.False(t, NoneServed(as))
+	})
 }

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/etcdbox/etcdbox/nodeapi"
 )
@@ -203,6 +205,47 @@ func NoneServed(as []Answer) bool {
 		}
 	}
 	return len(as) > 0
+}
+
+// Unanswered reports whether some peer did not answer in as while none
+// that answered ever served as a member: asking again may still show
+// that none served (NoneServed). False once one served, since then the
+// node waits for the member list whatever the others say.
+func Unanswered(as []Answer) bool {
+	missing := false
+	for _, a := range as {
+		switch {
+		case a.Err != nil:
+			missing = true
+		case a.WasMember:
+			return false
+		}
+	}
+	return missing
+}
+
+// AskUntilAnswered asks the formation handshake (ask) until every peer
+// answers or one says it served as a member (Unanswered is false), or
+// ctx ends, waiting every between asks, and returns the last answers. At
+// a cold formation the peers' node APIs come up at different moments: a
+// peer that refused the first ask is asked again a moment later. Each ask
+// is a whole new set of answers, never merged with an older one, so what
+// NoneServed reads was said at one time.
+func AskUntilAnswered(ctx context.Context, every time.Duration, ask func(context.Context) []Answer) []Answer {
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		as := ask(ctx)
+		if !Unanswered(as) {
+			return as
+		}
+		t.Reset(every)
+		select {
+		case <-ctx.Done():
+			return as
+		case <-t.C:
+		}
+	}
 }
 
 // names lists the names of as, comma-separated.
