@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"time"
 
 	"github.com/etcdbox/etcdbox/init/storage"
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -16,6 +17,7 @@ import (
 // waits: it never formats what it did not create.
 func (n *node) prepareData(ctx context.Context) error {
 	rep, err := storage.PrepareData(ctx, storage.Options{
+		Wait:   dataWait(n.disksBy, time.Now()),
 		Target: n.root,
 		Tools:  &storage.Tools{Run: runTool},
 		Logf:   n.log.Printf,
@@ -31,6 +33,26 @@ func (n *node) prepareData(ctx context.Context) error {
 		rep.Dev, rep.FSBytes>>20, rep.Formatted, rep.PartitionGrown, rep.FSGrown)
 	return nil
 }
+
+// diskWait is how long the boot disk has to show its partitions, from
+// the moment the init first waits for one (the ESP's).
+const diskWait = 30 * time.Second
+
+// dataWait is how long prepareData waits for DATA to appear. DATA is on
+// the boot disk, beside the ESP, so both share one deadline (disksBy,
+// set when the ESP's wait began), not one each: a slot whose initrd
+// lacks the disk's driver fails after 30 s, not 60, on its way back to
+// the old slot. DATA still gets a moment (minDataWait) when the ESP
+// came at the deadline, and the whole diskWait when no ESP wait ran.
+func dataWait(disksBy, now time.Time) time.Duration {
+	if disksBy.IsZero() {
+		return diskWait
+	}
+	return max(disksBy.Sub(now), minDataWait)
+}
+
+// minDataWait is the least DATA is waited for.
+const minDataWait = 2 * time.Second
 
 // runTool runs a tool of the image (supervise.RunTool) with the minimal
 // environment the init gives every tool.

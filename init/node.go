@@ -82,6 +82,9 @@ type machine struct {
 	mounts      []string // mounted by the boot steps, unmounted in reverse at shutdown
 	dog         watchdog // nil without a hardware watchdog (armWatchdog)
 	esp         slot.Dir // the mounted ESP, "" without one (mountESP)
+	// disksBy is when the boot disk must have shown its partitions: set
+	// when mountESP starts to wait for them (dataWait).
+	disksBy time.Time
 	// probation: the booted slot was on probation when the ESP was
 	// mounted; its boot steps are noted there (noteReached).
 	probation bool

@@ -20,7 +20,8 @@ const espMount = "/boot/efi"
 // mountESP finds the ESP by its GPT name and mounts it with the kernel's
 // vfat driver.
 func (n *node) mountESP(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	n.disksBy = time.Now().Add(diskWait)
+	wctx, cancel := context.WithDeadline(ctx, n.disksBy)
 	defer cancel()
 	dev, _, _, err := storage.WaitForLabel(wctx, "/sys/class/block", storage.ESPLabel)
 	if err != nil {
