@@ -227,11 +227,10 @@ func Unanswered(as []Answer) bool {
 // AskUntilAnswered asks the formation handshake (ask) until every peer
 // answers or one says it served as a member (Unanswered is false), or
 // ctx ends, waiting the duration every between two asks, and returns the
-// last answers. At
-// a cold formation the peers' node APIs come up at different moments: a
-// peer that refused the first ask is asked again a moment later. Each ask
-// is a whole new set of answers, never merged with an older one, so what
-// NoneServed reads was said at one time.
+// last answers. At a cold formation the peers' node APIs come up at
+// different moments: a peer that refused the first ask is asked again a
+// moment later. Each ask is a whole new set of answers, never merged with
+// an older one, so what NoneServed reads was said at one time.
 func AskUntilAnswered(ctx context.Context, every time.Duration, ask func(context.Context) []Answer) []Answer {
 	t := time.NewTimer(every)
 	defer t.Stop()
