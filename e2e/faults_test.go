@@ -60,9 +60,12 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		res := stopWriter(t, w)
 		t.Logf("failover (the longest gap between acknowledged writes): %s, %.1fx etcd's election timeout", res.Gap.Round(10*time.Millisecond), res.Gap.Seconds()/electionTimeout.Seconds())
 		assert.Equal(t, ids, memberIDs(ctx, t, c), "the killed node came back as another member")
-		active, err := c.PeerActive(ctx, peer, ids[leader])
-		require.NoError(t, err)
-		assert.True(t, active, "%s does not report %s active again", peer, leader)
+		// The restarted member serves once it reaches the leader; its
+		// streams with the other follower may connect a moment later.
+		waitFor(ctx, t, peer+" reports "+leader+" active again", func() (bool, string) {
+			active, err := c.PeerActive(ctx, peer, ids[leader])
+			return err == nil && active, fmt.Sprintf("active %v, err %v", active, err)
+		})
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
