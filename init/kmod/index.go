@@ -3,7 +3,7 @@
 // modules.alias, modules.builtin and, when present, modules.softdep) and
 // inserts modules with finit_module(2).
 //
-// The init uses it for coldplug: every device under /sys/devices that
+// The init uses it for coldplug: every device sysfs lists that
 // exposes a modalias gets the modules whose alias patterns match it, each
 // after its dependencies.
 //

@@ -3,7 +3,6 @@ package kmod
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,7 +12,7 @@ import (
 	"time"
 )
 
-// DefaultMaxRounds bounds Coldplug's rescans of /sys/devices.
+// DefaultMaxRounds bounds Coldplug's rescans of sysfs.
 const DefaultMaxRounds = 8
 
 // Loader inserts modules from one modules directory, each at most once.
@@ -138,12 +137,13 @@ func (l *Loader) softErr(name string, err error) {
 	l.logf("kmod: optional module %s: %v", name, err)
 }
 
-// Coldplug loads the modules for the devices present: it reads every
-// modalias file under sysDir/devices (sysDir is where sysfs is mounted,
-// normally /sys), matches each against modules.alias, and loads all
-// matching modules. Loading a bus driver makes new devices appear
-// (virtio_pci creates the virtio devices that need virtio_blk), so it
-// rescans until a scan finds no new modalias, at most MaxRounds times.
+// Coldplug loads the modules for the devices present: it reads the
+// modalias of every device sysfs lists (see scanModaliases; sysDir is
+// where sysfs is mounted, normally /sys), matches each against
+// modules.alias, and loads all matching modules. Loading a bus driver
+// makes new devices appear (virtio_pci creates the virtio devices that
+// need virtio_blk), so it rescans until a scan finds no new modalias, at
+// most MaxRounds times.
 //
 // It returns the modules it inserted, in order. A device no alias
 // matches is not an error; a module that fails to load is, and all such
@@ -165,7 +165,7 @@ func (l *Loader) Coldplug(sysDir string) ([]string, error) {
 	var done []string
 	var errs []error
 	for round := 0; round < rounds; round++ {
-		fresh := scanModaliases(filepath.Join(sysDir, "devices"), seenAlias)
+		fresh := scanModaliases(sysDir, seenAlias)
 		if len(fresh) == 0 {
 			return done, errors.Join(errs...)
 		}
@@ -192,35 +192,54 @@ func (l *Loader) Coldplug(sysDir string) ([]string, error) {
 
 type devAlias struct{ dir, alias string }
 
-// scanModaliases returns the modalias values under root not yet in seen,
-// sorted by path for a stable load order, and adds them to seen.
-// /sys/devices holds no symlinked directories worth following (the
-// "subsystem" and "driver" links point back into the tree), and WalkDir
-// does not follow them.
-func scanModaliases(root string, seen map[string]bool) []devAlias {
+// scanModaliases returns the modalias values of the devices under
+// sysDir not yet in seen, sorted by device path for a stable load order,
+// and adds them to seen.
+//
+// It reads the devices the way udev's coldplug enumerates them, through
+// the links sysfs keeps of every device: sysDir/bus/*/devices/* for
+// devices on a bus (pci, virtio, acpi, scsi, ...) and sysDir/class/*/*
+// for class devices (input). That is one modalias read per device. A
+// walk of all of sysDir/devices reaches the same files but lists every
+// directory of every device's attributes on the way: 430 ms for the first
+// round on a q35 VM under software emulation and about 100 ms for each
+// rescan, where this takes a few milliseconds.
+func scanModaliases(sysDir string, seen map[string]bool) []devAlias {
 	var out []devAlias
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if d != nil && d.IsDir() && p != root {
-				return fs.SkipDir
+	for _, pattern := range []string{"bus/*/devices/*", "class/*/*"} {
+		links, _ := filepath.Glob(filepath.Join(sysDir, pattern))
+		for _, l := range links {
+			dir := l
+			if t, err := os.Readlink(l); err == nil {
+				if !filepath.IsAbs(t) {
+					t = filepath.Join(filepath.Dir(l), t)
+				}
+				dir = filepath.Clean(t)
 			}
-			return nil
+			a := ueventModalias(filepath.Join(dir, "uevent"))
+			key := dir + "\x00" + a
+			if a == "" || seen[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, devAlias{dir: dir, alias: a})
 		}
-		if d.IsDir() || d.Name() != "modalias" || !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		a := strings.TrimSpace(string(b))
-		if a == "" || seen[p+"\x00"+a] {
-			return nil
-		}
-		seen[p+"\x00"+a] = true
-		out = append(out, devAlias{dir: filepath.Dir(p), alias: a})
-		return nil
-	})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
 	return out
+}
+
+// ueventModalias returns the MODALIAS of a device's uevent file, "" when
+// it has none or cannot be read.
+func ueventModalias(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if a, ok := strings.CutPrefix(line, "MODALIAS="); ok {
+			return strings.TrimSpace(a)
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package kmod
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,14 +121,36 @@ func TestLoadParams(t *testing.T) {
 	assert.True(t, l.Loaded("virtio-blk"))
 }
 
-// fakeSysfs is a /sys with devices under sys/devices.
+// fakeSysfs is a /sys with devices under sys/devices, each linked from
+// sys/bus/<bus>/devices (the bus is the modalias' prefix) as sysfs does.
 type fakeSysfs string
 
 func (s fakeSysfs) device(t *testing.T, rel, modalias string) {
 	t.Helper()
+	bus, _, _ := strings.Cut(modalias, ":")
+	s.add(t, filepath.Join("bus", cmp.Or(bus, "platform"), "devices"), rel, modalias)
+}
+
+// classDevice adds a class device (no bus), linked from sys/class/class.
+func (s fakeSysfs) classDevice(t *testing.T, class, rel, modalias string) {
+	t.Helper()
+	s.add(t, filepath.Join("class", class), rel, modalias)
+}
+
+func (s fakeSysfs) add(t *testing.T, list, rel, modalias string) {
+	t.Helper()
 	dir := filepath.Join(string(s), "devices", rel)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "modalias"), []byte(modalias+"\n"), 0o444))
+	uevent := "DRIVER=x\nMODALIAS=" + modalias + "\nPCI_SLOT_NAME=0000:00:02.0\n"
+	if modalias == "" {
+		uevent = "DRIVER=x\n"
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "uevent"), []byte(uevent), 0o444))
+	links := filepath.Join(string(s), list)
+	require.NoError(t, os.MkdirAll(links, 0o755))
+	target, err := filepath.Rel(links, dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(target, filepath.Join(links, filepath.Base(rel))))
 }
 
 func TestColdplug(t *testing.T) {
@@ -142,10 +165,25 @@ func TestColdplug(t *testing.T) {
 	sys.device(t, "LNXSYSTM:00/PNP0C0C:00", "acpi:PNP0C0C:")
 	sys.device(t, "pci0000:00/0000:00:1f.0", "pci:v0000FFFFd0000FFFFsv00000000sd00000000bc12sc34i56")
 	sys.device(t, "platform/empty", "")
+	// A CPU with SSE4.2 (0094), on the cpu bus: its MODALIAS is in its
+	// uevent only.
+	sys.device(t, "system/cpu/cpu0", "cpu:type:x86,ven0000fam0006mod0001:feature:,0000,0001,0094")
+	// The power button's input device is a class device, on no bus.
+	sys.classDevice(t, "input", "LNXSYSTM:00/LNXPWRBN:00/input/input0", "input:b0019v0000p0001e0000-e0,1,k74,ramlsfw")
 	// A symlink loop like sysfs' subsystem links must not be followed.
 	require.NoError(t, os.Symlink("..", filepath.Join(string(sys), "devices", "pci0000:00", "subsystem")))
-	// An unreadable modalias (a directory of that name) is skipped.
-	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "weird", "modalias"), 0o755))
+	// An unreadable uevent (a directory of that name) is skipped, and so
+	// is a device without one.
+	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "weird", "uevent"), 0o755))
+	require.NoError(t, os.Symlink("../../../devices/weird", filepath.Join(string(sys), "bus", "platform", "devices", "weird")))
+	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "virtual", "tty", "tty0"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "class", "tty"), 0o755))
+	require.NoError(t, os.Symlink("../../devices/virtual/tty/tty0", filepath.Join(string(sys), "class", "tty", "tty0")))
+	// A device no list links to is not one sysfs knows: not loaded for.
+	const nvme = "pci:v00001B36d00000010sv00001AF4sd00001100bc01sc08i02" // QEMU's NVMe
+	require.Contains(t, ix.Match(nvme), "nvme")
+	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "stray"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(string(sys), "devices", "stray", "uevent"), []byte("MODALIAS="+nvme+"\n"), 0o444))
 
 	// Loading virtio_pci makes the virtio devices appear, as the kernel
 	// does when the driver probes the PCI functions.
@@ -161,9 +199,10 @@ func TestColdplug(t *testing.T) {
 	assert.Equal(t, rec.inserted, loaded)
 	assert.Equal(t, []string{
 		// round 1, devices sorted by path
-		"button",
+		"button", "evdev",
 		"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
 		"watchdog", "i6300esb",
+		"crc32c_intel",
 		// round 2: the virtio devices
 		"virtio_blk",
 		"failover", "net_failover", "virtio_net",
