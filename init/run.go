@@ -166,6 +166,7 @@ func (n *node) watchReady(ctx context.Context) {
 		switch {
 		case err == nil && !up:
 			up = true
+			steadyGC()
 			n.log.Printf("etcd ready (%s) init rss %s", n.localMember().ClientURL(), selfRSS())
 			n.readyOnce(ctx)
 			t.Reset(2 * time.Second)
