@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdbox/etcdbox/bench/internal/floorpki"
 	"github.com/etcdbox/etcdbox/qemu"
 )
 
@@ -24,6 +25,10 @@ const (
 	keyName = "floor.name"
 	// keyPrefix is the length of the network prefix; default 24.
 	keyPrefix = "floor.prefix"
+	// keyTLS, with the hexadecimal seed of the run's floor CA
+	// (bench/internal/floorpki), makes the cluster speak mutual TLS as
+	// an etcdbox node's etcd does; without it, plain http.
+	keyTLS = "floor.tls"
 )
 
 // member is one member of a floor cluster.
@@ -37,16 +42,25 @@ type clusterConfig struct {
 	self    member
 	members []member
 	prefix  int
+	tlsSeed []byte // nil: plain http
+}
+
+// scheme is the members' URL scheme.
+func (c clusterConfig) scheme() string {
+	if c.tlsSeed != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // addr is this node's address with the prefix, for its NIC.
 func (c clusterConfig) addr() string { return fmt.Sprintf("%s/%d", c.self.addr, c.prefix) }
 
-// initialCluster is etcd's --initial-cluster: plain-http peer URLs.
+// initialCluster is etcd's --initial-cluster.
 func (c clusterConfig) initialCluster() string {
 	var parts []string
 	for _, m := range c.members {
-		parts = append(parts, m.name+"=http://"+net.JoinHostPort(m.addr.String(), "2380"))
+		parts = append(parts, m.name+"="+c.scheme()+"://"+net.JoinHostPort(m.addr.String(), "2380"))
 	}
 	return strings.Join(parts, ",")
 }
@@ -71,6 +85,13 @@ func parseCmdline(cmdline string, mac net.HardwareAddr) (*clusterConfig, error) 
 		if _, err := fmt.Sscanf(p, "%d", &c.prefix); err != nil || c.prefix < 8 || c.prefix > 30 {
 			return nil, fmt.Errorf("%s=%s: want a prefix length from 8 to 30", keyPrefix, p)
 		}
+	}
+	if h, ok := kv[keyTLS]; ok {
+		seed, err := floorpki.ParseSeed(h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", keyTLS, err)
+		}
+		c.tlsSeed = seed
 	}
 	for _, e := range strings.Split(list, ",") {
 		name, a, ok := strings.Cut(e, "=")

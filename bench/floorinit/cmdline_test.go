@@ -33,7 +33,22 @@ func TestParseCmdlineCluster(t *testing.T) {
 	if c.self.name != "f3" || c.addr() != "10.88.0.13/16" {
 		t.Errorf("self %+v, addr %s: want f3 by floor.name", c.self, c.addr())
 	}
+	if c.tlsSeed != nil || c.scheme() != "http" {
+		t.Errorf("no %s: want plain http, got %s", keyTLS, c.scheme())
+	}
+	seed := strings.Repeat("ab", 32)
+	c, err = parseCmdline(list+" floor.name=f1 floor.tls="+seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.tlsSeed) != 32 || c.tlsSeed[0] != 0xab {
+		t.Errorf("seed %x, want %s", c.tlsSeed, seed)
+	}
+	if got, want := c.initialCluster(), "f1=https://10.88.0.11:2380,f2=https://10.88.0.12:2380,f3=https://10.88.0.13:2380"; got != want {
+		t.Errorf("initial cluster %s, want %s", got, want)
+	}
 	for cmdline, want := range map[string]string{
+		list + " floor.name=f1 floor.tls=abc":    "want 32 bytes in hexadecimal",
 		list:                                     "has this node's MAC",
 		list + " floor.name=f9":                  "not a member",
 		list + " floor.prefix=33":                "prefix length",

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdbox/etcdbox/bench/internal/floorpki"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/qemu/vnet"
@@ -25,7 +26,7 @@ const floorReady = 10 * time.Minute
 
 // target is a running cluster the load is pointed at.
 type target struct {
-	name      string // "ours" or "floor"
+	name      string // "ours", "floor" or "floor-tls"
 	endpoints []string
 	tls       *tls.Config // nil: plain http
 	pkiDir    string      // ca.crt, admin.crt and admin.key for etcdctl; "" for plain http
@@ -113,12 +114,14 @@ func (o options) upOurs(ctx context.Context, img, work, accel string, logf func(
 	return t, nil
 }
 
-// upFloor boots the floor image as 3 VMs on a closed qemu/vnet network of
+// upFloor boots a floor image as 3 VMs on a closed qemu/vnet network of
 // their own, as qemu/cluster attaches its nodes (the same NIC, disk
 // overlay, firmware and sizes), forwards a host loopback port to each
 // member's client port, and returns once each serves a linearizable read.
-func (o options) upFloor(ctx context.Context, img, work, accel string, logf func(string, ...any)) (*target, error) {
-	dir := filepath.Join(work, "floor")
+// With ca (the CA of the seed on the image's command line) the members
+// speak mutual TLS, and the bench is their client with a leaf of its own.
+func (o options) upFloor(ctx context.Context, name, img, work, accel string, ca *floorpki.CA, logf func(string, ...any)) (*target, error) {
+	dir := filepath.Join(work, name)
 	netDir := filepath.Join(dir, "net")
 	if err := os.MkdirAll(netDir, 0o755); err != nil {
 		return nil, err
@@ -142,7 +145,16 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 		netLog.Close()
 		return nil, err
 	}
-	t := &target{name: "floor"}
+	t := &target{name: name}
+	scheme := "http"
+	if ca != nil {
+		scheme = "https"
+		if t.tls, t.pkiDir, err = floorClient(ca, filepath.Join(dir, "pki")); err != nil {
+			n.Close()
+			netLog.Close()
+			return nil, err
+		}
+	}
 	t.down = func() {
 		for _, vm := range t.vms {
 			qctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -164,7 +176,7 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 		})
 		if err != nil {
 			t.down()
-			return nil, fmt.Errorf("floor: start %s: %w", h.Name, err)
+			return nil, fmt.Errorf("%s: start %s: %w", name, h.Name, err)
 		}
 		t.vms = append(t.vms, vm)
 		logf("%s: started at %s (pid %d, accel %s); console %s", h.Name, h.IP, vm.PID(), vm.Accel(), vm.ConsolePath())
@@ -173,25 +185,50 @@ func (o options) upFloor(ctx context.Context, img, work, accel string, logf func
 			t.down()
 			return nil, err
 		}
-		t.endpoints = append(t.endpoints, "http://"+host.String())
+		t.endpoints = append(t.endpoints, scheme+"://"+host.String())
 	}
 	rctx, cancel := context.WithTimeout(ctx, floorReady)
 	defer cancel()
 	for i, vm := range t.vms {
-		if err := waitServes(rctx, t.endpoints[i], vm); err != nil {
+		if err := waitServes(rctx, t.endpoints[i], t.tls, vm); err != nil {
 			t.down()
-			return nil, fmt.Errorf("floor: %s: %w", vm.Name(), err)
+			return nil, fmt.Errorf("%s: %s: %w", name, vm.Name(), err)
 		}
 	}
 	t.upTook = time.Since(start)
 	return t, nil
 }
 
+// floorClient issues the bench's client leaf from ca and writes it, its
+// key and the CA certificate into dir as ca.crt, admin.crt and admin.key
+// (for etcdctl, as an etcdbox cluster's pki directory holds them). It
+// returns the client's TLS configuration, which, like etcdbox's, asks for
+// TLS 1.3.
+func floorClient(ca *floorpki.CA, dir string) (*tls.Config, string, error) {
+	crt, key, err := ca.Issue("bench", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	for name, b := range map[string][]byte{"ca.crt": ca.CertPEM(), "admin.crt": crt, "admin.key": key} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, "", err
+		}
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return nil, "", err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13}, dir, nil
+}
+
 // waitServes polls endpoint until it answers a linearizable read, or
 // fails with the console's tail when the VM exits, its init gives up, or
 // ctx ends.
-func waitServes(ctx context.Context, endpoint string, vm *qemu.VM) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+func waitServes(ctx context.Context, endpoint string, tc *tls.Config, vm *qemu.VM) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -28,14 +29,15 @@ func floorCmdline() string {
 	return "floor.cluster=" + strings.Join(parts, ",")
 }
 
-// images are the two raw images a run boots.
-type images struct{ ours, floor string }
+// images are the raw images a run boots; floorTLS is "" without the TLS
+// floor.
+type images struct{ ours, floor, floorTLS string }
 
 // buildImages builds our image (no seed: the cluster harness gives each
-// node its seed volume) and the floor image, from the same kernel,
-// modules, etcd and bootloader, so they differ in /init and the floor's
-// command line only.
-func (o options) buildImages(ctx context.Context, dir string) (images, error) {
+// node its seed volume), the floor image and, with a CA seed, the TLS
+// floor's, from the same kernel, modules, etcd and bootloader, so they
+// differ in /init and the floors' command lines only.
+func (o options) buildImages(ctx context.Context, dir string, tlsSeed []byte) (images, error) {
 	im := images{ours: filepath.Join(dir, "ours.img"), floor: filepath.Join(dir, "floor.img")}
 	base, err := benchimage.Base(o.sysroot, o.etcd)
 	if err != nil {
@@ -45,7 +47,14 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	ours.Init, ours.Output = o.init, im.ours
 	floor := base
 	floor.Init, floor.Output, floor.Cmdline = o.floorInit, im.floor, floorCmdline()
-	for _, c := range []image.Config{ours, floor} {
+	cfgs := []image.Config{ours, floor}
+	if tlsSeed != nil {
+		im.floorTLS = filepath.Join(dir, "floor-tls.img")
+		ft := floor
+		ft.Output, ft.Cmdline = im.floorTLS, floorCmdline()+" floor.tls="+hex.EncodeToString(tlsSeed)
+		cfgs = append(cfgs, ft)
+	}
+	for _, c := range cfgs {
 		if _, err := image.Build(ctx, c); err != nil {
 			return im, fmt.Errorf("build %s: %w", c.Output, err)
 		}

@@ -4,11 +4,14 @@
 // kernel and etcd with bench/floorinit as PID 1, plain http, and its data
 // on the same kind of virtio disk and ext4, on the same kind of closed
 // network (qemu/vnet), reached from the host the same way (the
-// network's port forwards). Both clusters boot, one after the other,
-// and settle; then they take turns, never running at once: while one is
-// loaded the other's VMs are paused (QMP stop: no CPU, and a guest clock
-// that stands still), so the noise of a shared machine falls on both
-// alike. The load (bench/load) is the same on each: puts at 1, 16 and
+// network's port forwards). A third cluster, the TLS floor (floor-tls,
+// -tls-floor), is the floor with etcd's mutual TLS set as an etcdbox
+// node sets it: the floor against it is what TLS costs, ours against it
+// what the appliance costs beyond TLS. The clusters boot, one after the
+// other, and settle; then they take turns, never running at once: while
+// one is loaded the others' VMs are paused (QMP stop: no CPU, and a guest
+// clock that stands still), so the noise of a shared machine falls on
+// all alike. The load (bench/load) is the same on each: puts at 1, 16 and
 // 256 concurrent clients and linearizable range reads, each point a few
 // seconds after a warm-up, in rounds whose cluster order alternates;
 // then upstream `etcdctl check perf` on each as a cross-check. It prints
@@ -31,6 +34,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/bench/internal/benchmain"
+	"github.com/etcdbox/etcdbox/bench/internal/floorpki"
 	"github.com/etcdbox/etcdbox/bench/load"
 	"github.com/etcdbox/etcdbox/qemu"
 )
@@ -47,6 +51,7 @@ type options struct {
 	conns, keys, valueSize                        int
 	checkPerf                                     string
 	timeout, requestTimeout                       time.Duration
+	tlsFloor                                      bool
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -71,7 +76,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.keys, "keys", 256, "key space: keys written once before the points, then put and read at random")
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of each value")
 	fs.StringVar(&o.checkPerf, "check-perf", "s", "etcdctl check perf --load (s, m, l, xl; 60 s each); empty skips it")
-	fs.DurationVar(&o.timeout, "timeout", 25*time.Minute, "bound of the whole run")
+	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "bound of the whole run")
+	fs.BoolVar(&o.tlsFloor, "tls-floor", true, "also measure a floor whose etcd speaks mutual TLS (floor-tls), to tell TLS's cost from the appliance's")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "bound of each request; one that runs out counts as an error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -132,7 +138,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	started := time.Now()
-	im, err := o.buildImages(ctx, work)
+	var seed []byte
+	var ca *floorpki.CA
+	if o.tlsFloor {
+		if seed, err = floorpki.NewSeed(); err != nil {
+			return err
+		}
+		if ca, err = floorpki.New(seed); err != nil {
+			return err
+		}
+	}
+	im, err := o.buildImages(ctx, work, seed)
 	if err != nil {
 		return fmt.Errorf("images: %w", err)
 	}
@@ -144,11 +160,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s; %d MiB and %d vCPU per VM; %d rounds of %s of load per point after %s of warm-up, the clusters in turn\n",
 		accel, o.mem, o.cpus, o.rounds, o.duration, o.warmup)
 
-	var targets [2]*target
-	for i, up := range []func(context.Context) (*target, error){
+	ups := []func(context.Context) (*target, error){
 		func(ctx context.Context) (*target, error) { return o.upOurs(ctx, im.ours, work, accel.Accel, logf) },
-		func(ctx context.Context) (*target, error) { return o.upFloor(ctx, im.floor, work, accel.Accel, logf) },
-	} {
+		func(ctx context.Context) (*target, error) {
+			return o.upFloor(ctx, "floor", im.floor, work, accel.Accel, nil, logf)
+		},
+	}
+	if ca != nil {
+		ups = append(ups, func(ctx context.Context) (*target, error) {
+			return o.upFloor(ctx, "floor-tls", im.floorTLS, work, accel.Accel, ca, logf)
+		})
+	}
+	targets := make([]*target, len(ups))
+	for i, up := range ups {
 		t, err := up(ctx)
 		if err != nil {
 			return err
@@ -168,8 +192,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ours, floor := runs[0], runs[1]
-	if err := report(stdout, ours, floor); err != nil {
+	var floorTLS *clusterRun
+	if len(runs) > 2 {
+		floorTLS = &runs[2]
+	}
+	if err := report(stdout, runs[0], runs[1], floorTLS); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "section took %s\n", time.Since(started).Round(time.Second))

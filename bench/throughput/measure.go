@@ -33,13 +33,13 @@ type clusterRun struct {
 	perfErr error
 }
 
-// measure runs the load on the two paused targets in turn, each
-// resumed only for its share: it fills each one's key space, runs every
-// point o.rounds times, the cluster that goes first alternating, then
-// etcdctl check perf on each. It leaves them paused.
-func (o options) measure(ctx context.Context, targets [2]*target, logf func(string, ...any)) ([2]clusterRun, error) {
-	var runs [2]clusterRun
-	var clis [2][]*clientv3.Client
+// measure runs the load on the paused targets in turn, each resumed
+// only for its share: it fills each one's key space, runs every point
+// o.rounds times, the cluster that goes first rotating, then etcdctl
+// check perf on each. It leaves them paused.
+func (o options) measure(ctx context.Context, targets []*target, logf func(string, ...any)) ([]clusterRun, error) {
+	runs := make([]clusterRun, len(targets))
+	clis := make([][]*clientv3.Client, len(targets))
 	defer func() {
 		for _, c := range clis {
 			for _, cli := range c {
@@ -75,8 +75,8 @@ func (o options) measure(ctx context.Context, targets [2]*target, logf func(stri
 	turn := 0
 	for round := range o.rounds {
 		for pi, p := range points {
-			for k := range 2 {
-				i := (turn + k) % 2
+			for k := range targets {
+				i := (turn + k) % len(targets)
 				t := targets[i]
 				err := o.turn(ctx, t, func() error {
 					p.Endpoints, p.TLS, p.Timeout = t.endpoints, t.tls, o.requestTimeout
