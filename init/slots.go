@@ -69,12 +69,27 @@ func (n *node) checkESP(ctx context.Context, bin, dev string) {
 	case err == nil && code == 0:
 		return
 	case err == nil && code == 1:
-		n.log.Printf("ESP %s: fsck.fat repaired it: %s", dev, oneLine(out))
+		n.log.Printf("ESP %s: fsck.fat repaired it: %s", dev, oneLine(fsckNoise(out)))
 	case err == nil:
-		n.log.Printf("ESP %s: fsck.fat: exit status %d: %s (mounting it anyway)", dev, code, oneLine(out))
+		n.log.Printf("ESP %s: fsck.fat: exit status %d: %s (mounting it anyway)", dev, code, oneLine(fsckNoise(out)))
 	default:
-		n.log.Printf("ESP %s: fsck.fat: %v: %s (mounting it anyway)", dev, err, oneLine(out))
+		n.log.Printf("ESP %s: fsck.fat: %v: %s (mounting it anyway)", dev, err, oneLine(fsckNoise(out)))
 	}
+}
+
+// fsckNoise drops what fsck.fat prints about itself rather than the
+// volume: the initramfs has no iconv modules, so it says it cannot
+// convert codepage 850 and falls back to its own table, before every
+// report.
+func fsckNoise(out []byte) []byte {
+	var keep []string
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "Cannot initialize conversion ") || strings.HasPrefix(line, "Using internal CP850 conversion table") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return []byte(strings.Join(keep, ""))
 }
 
 // oneLine joins a program's output lines for the log.

@@ -52,6 +52,18 @@ func TestCheckESP(t *testing.T) {
 	assert.Contains(t, strings.Join(n.ring.Lines(), "\n"), "(mounting it anyway)")
 }
 
+func TestFsckNoise(t *testing.T) {
+	out := "Cannot initialize conversion from codepage 850 to ANSI_X3.4-1968: Invalid argument\n" +
+		"Cannot initialize conversion from ANSI_X3.4-1968 to codepage 850: Invalid argument\n" +
+		"Using internal CP850 conversion table\n" +
+		"fsck.fat 4.2 (2021-01-31)\n" +
+		"Dirty bit is set. Fs was not properly unmounted and some data may be corrupt.\n" +
+		" Automatically removing dirty bit.\n" +
+		"/dev/vda1: 12 files, 5780/130812 clusters\n"
+	assert.Equal(t, "fsck.fat 4.2 (2021-01-31) | Dirty bit is set. Fs was not properly unmounted and some data may be corrupt. |  Automatically removing dirty bit. | /dev/vda1: 12 files, 5780/130812 clusters",
+		oneLine(fsckNoise([]byte(out))))
+}
+
 // TestNoteReached checks that a slot on probation notes each step on the
 // ESP, and that a blessed one writes nothing there.
 func TestNoteReached(t *testing.T) {
