@@ -45,6 +45,38 @@ func unzstd(t *testing.T, b []byte) []byte {
 	return out.Bytes()
 }
 
+// TestPipelinedEncoderSameBytes: the pipelined stream encoder that
+// writer returns gives the bytes a single-goroutine encoder gives, for
+// both settings, on an input of many blocks (a Go binary, as /init and
+// etcd are), so the initrd does not depend on scheduling.
+func TestPipelinedEncoderSameBytes(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	in, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	in = in[:min(len(in), 6<<20)]
+	for _, c := range []Compression{CompressionSmall, CompressionFast} {
+		var piped bytes.Buffer
+		zw, err := c.writer(&piped)
+		require.NoError(t, err)
+		_, err = zw.Write(in)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+
+		opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault)}
+		if c == CompressionSmall {
+			opts = []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithWindowSize(smallWindow)}
+		}
+		var single bytes.Buffer
+		sw, err := zstd.NewWriter(&single, opts...)
+		require.NoError(t, err)
+		_, err = sw.Write(in)
+		require.NoError(t, err)
+		require.NoError(t, sw.Close())
+		assert.True(t, bytes.Equal(single.Bytes(), piped.Bytes()), "%s: the pipeline changes the bytes (%d against %d)", c, piped.Len(), single.Len())
+	}
+}
+
 // TestInitrdCompressions: both settings hold the same archive; the
 // default is the smaller, with a window the kernel can hold and that
 // still reaches from etcd back into /init.
