@@ -22,7 +22,7 @@ func TestArgs(t *testing.T) {
 		want  []string
 	}{
 		{"tcg raw", "tcg", disk{"disk.raw", "raw"}, []string{
-			"-machine q35", "-m 1024", "-smp 1", "-accel tcg,thread=multi -cpu max",
+			"-machine q35", "-m 1024", "-smp 1", "-accel tcg,thread=multi,tb-size=64 -cpu max",
 			"-drive if=pflash,format=raw,unit=0,readonly=on,file=/fw/code.fd",
 			"-drive if=pflash,format=raw,unit=1,file=OVMF_VARS.fd",
 			"-drive if=none,id=disk0,file=disk.raw,format=raw,cache=writeback,discard=unmap",
