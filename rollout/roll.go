@@ -415,21 +415,26 @@ func (r *Roll) arm(ctx context.Context, api NodeAPI, name string) error {
 }
 
 // judgeReboot watches the node after its reboot until it runs the new
-// slot, blessed (Upgraded), or is back on the old one (RolledBack).
+// slot, blessed (Upgraded), or is back on the old one (RolledBack). It
+// asks every Poll without waiting for the last answer (pollStatus), so
+// a request that hangs while the node is down does not hold back the one
+// that finds it up.
 func (r *Roll) judgeReboot(s *stepRecord, api NodeAPI, rebootAt, begin time.Time) error {
 	name := s.rec.Name
 	last := ""
+	answers := r.pollStatus(s.ctx, api)
 	for {
-		if err := r.sleep(s.ctx); err != nil {
+		var a polled
+		select {
+		case <-s.ctx.Done():
+			err := s.ctx.Err()
 			if last != "" {
 				err = fmt.Errorf("%w (last seen: %s)", err, last)
 			}
 			return s.fail(StateFailed, err)
+		case a = <-answers:
 		}
-		sctx, scancel := context.WithTimeout(s.ctx, 10*time.Second)
-		st, err := api.Status(sctx)
-		scancel()
-		out, why := Judge(st, err, s.rec.From, s.rec.To, rebootAt, r.now())
+		out, why := Judge(a.st, a.err, s.rec.From, s.rec.To, rebootAt, r.now())
 		if why != last {
 			r.logf("node %s: %s", name, why)
 			last = why
@@ -437,13 +442,81 @@ func (r *Roll) judgeReboot(s *stepRecord, api NodeAPI, rebootAt, begin time.Time
 		switch out {
 		case Upgraded:
 			s.put(StateDone, "")
-			r.logf("node %s: done in %s (etcd %s, image %s)", name, r.now().Sub(begin).Round(time.Second), st.EtcdVersion, st.Version)
+			r.logf("node %s: done in %s (etcd %s, image %s)", name, r.now().Sub(begin).Round(time.Second), a.st.EtcdVersion, a.st.Version)
 			return nil
 		case RolledBack:
 			s.put(StateRolledBack, why)
 			return fmt.Errorf("node %s rolled back: %s", name, why)
 		}
 	}
+}
+
+// Bounds of pollStatus: one status request's time, and how many may be
+// under way at once.
+const (
+	statusTimeout  = 10 * time.Second
+	statusInFlight = 4
+)
+
+// polled is one status request's answer.
+type polled struct {
+	st  nodeapi.Status
+	err error
+}
+
+// pollStatus asks api for its status every r.Poll until ctx ends, and
+// sends the answers in the order the requests were made: an answer that
+// comes after a later request's is dropped. It does not wait for one
+// answer before the next request (up to statusInFlight at once), because
+// a node that is rebooting can leave a request hanging until
+// statusTimeout (a dial that nothing answers, a loopback forward to a VM
+// that is down): waiting for it would notice the node up only that much
+// later, a delay every rebooted node of a roll paid. The first request
+// goes out after r.Poll.
+func (r *Roll) pollStatus(ctx context.Context, api NodeAPI) <-chan polled {
+	out := make(chan polled)
+	go func() {
+		type answer struct {
+			seq int
+			polled
+		}
+		// Buffered for every request that may be under way, so that
+		// none blocks once this goroutine has returned.
+		answers := make(chan answer, statusInFlight)
+		t := time.NewTicker(r.Poll)
+		defer t.Stop()
+		seq, inFlight, newest := 0, 0, 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if inFlight == statusInFlight {
+					continue
+				}
+				seq++
+				inFlight++
+				go func(seq int) {
+					sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+					defer cancel()
+					st, err := api.Status(sctx)
+					answers <- answer{seq, polled{st, err}}
+				}(seq)
+			case a := <-answers:
+				inFlight--
+				if a.seq < newest {
+					continue
+				}
+				newest = a.seq
+				select {
+				case out <- a.polled:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // waitStaged polls the node's upgrade agent until it staged Image, in
