@@ -28,7 +28,7 @@ func (n *node) runGate(ctx context.Context) {
 		Slot:    booted,
 		Settle:  time.Duration(n.seed.Upgrade.SettleSeconds) * time.Second,
 		Limit:   time.Duration(n.seed.Upgrade.GateSeconds) * time.Second,
-		Every:   2 * time.Second,
+		Every:   time.Second,
 		Problem: n.gateProblem,
 		Doomed:  n.etcdDoomed,
 		Bless:   func() error { return slot.Bless(n.esp, booted) },

@@ -52,6 +52,18 @@ func (g *Gate) Decide(now time.Time, problem string) (Verdict, string) {
 	return KeepWaiting, ""
 }
 
+// Next is how long to wait before the next look, after a look at now
+// that kept waiting: every, or less when the member has been healthy and
+// its Settle ends sooner, so that the look that blesses comes when the
+// settle time is up, not up to every later. That look is still a full
+// look: a member unhealthy then is not blessed.
+func (g *Gate) Next(now time.Time, every time.Duration) time.Duration {
+	if g.healthySince.IsZero() {
+		return every
+	}
+	return max(min(every, g.healthySince.Add(g.Settle).Sub(now)), 0)
+}
+
 // CrashLimit is how many times etcd may exit on its own in a slot on
 // probation, without having served once, before the gate gives the slot
 // up (CrashLoop).
@@ -81,7 +93,8 @@ func CrashLoop(crashes int, served bool, last string) string {
 type Probation struct {
 	Slot          string
 	Settle, Limit time.Duration
-	// Every is how often the member is looked at.
+	// Every is how often the member is looked at; the look that may
+	// bless comes sooner, when the settle time is up (Gate.Next).
 	Every time.Duration
 	// Problem says what keeps the member from counting as healthy, or
 	// "" when it does.
@@ -102,21 +115,24 @@ type Probation struct {
 func (p Probation) Watch(ctx context.Context) {
 	p.Logf("gate: slot %s is on probation: bless after %s healthy, roll back after %s", p.Slot, p.Settle, p.Limit)
 	g := &Gate{Start: time.Now(), Settle: p.Settle, Limit: p.Limit}
-	t := time.NewTicker(p.Every)
-	defer t.Stop()
+	wait := p.Every
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
+		wait = p.Every
 		if p.Doomed != nil {
 			if why := p.Doomed(); why != "" {
 				p.Fail("gate failed: " + why)
 				return
 			}
 		}
-		v, why := g.Decide(time.Now(), p.Problem(ctx))
+		now := time.Now()
+		v, why := g.Decide(now, p.Problem(ctx))
 		switch v {
 		case Bless:
 			if err := p.Bless(); err != nil {
@@ -129,5 +145,6 @@ func (p Probation) Watch(ctx context.Context) {
 			p.Fail(why)
 			return
 		}
+		wait = g.Next(now, p.Every)
 	}
 }

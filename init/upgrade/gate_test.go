@@ -42,6 +42,28 @@ func TestGateDecide(t *testing.T) {
 	}
 }
 
+func TestGateNext(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	every := 2 * time.Second
+	g := &Gate{Start: t0, Settle: 10 * time.Second, Limit: time.Minute}
+	if v, _ := g.Decide(t0, "etcd not started"); v != KeepWaiting {
+		t.Fatalf("verdict %v", v)
+	}
+	assert.Equal(t, every, g.Next(t0, every), "not healthy: the usual look")
+	g.Decide(t0.Add(time.Second), "")
+	assert.Equal(t, every, g.Next(t0.Add(time.Second), every), "healthy, settle far off")
+	g.Decide(t0.Add(9500*time.Millisecond), "")
+	assert.Equal(t, 1500*time.Millisecond, g.Next(t0.Add(9500*time.Millisecond), every), "the look that may bless comes when the settle time is up")
+	v, _ := g.Decide(t0.Add(11*time.Second), "")
+	assert.Equal(t, Bless, v, "healthy for the settle time at that look")
+	g2 := &Gate{Start: t0, Settle: 10 * time.Second, Limit: time.Minute}
+	g2.Decide(t0, "")
+	g2.Decide(t0.Add(9*time.Second), "etcd does not answer")
+	assert.Equal(t, every, g2.Next(t0.Add(9*time.Second), every), "a break: the settle time starts again")
+	g2.Decide(t0.Add(20*time.Second), "")
+	assert.Equal(t, time.Duration(0), g2.Next(t0.Add(31*time.Second), every), "past due: at once")
+}
+
 func TestCrashLoop(t *testing.T) {
 	tests := []struct {
 		name    string
