@@ -22,7 +22,7 @@ func (n *node) loadModules(context.Context) error {
 	if err != nil {
 		return err
 	}
-	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: moduleParams(n.cmdline)}
+	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: moduleParams(n.cmdline), Events: kmod.KernelEvents}
 	loaded, err := l.Coldplug("/sys")
 	var failed []string
 	if err != nil {

@@ -78,7 +78,7 @@ func run() error {
 	// Module failures for devices the floor does not use (watchdog,
 	// input) are not fatal: only the NIC (and in the cluster mode the
 	// disk) matters.
-	loader := &kmod.Loader{}
+	loader := &kmod.Loader{Events: kmod.KernelEvents}
 	if _, err := loader.Coldplug("/sys"); err != nil {
 		fmt.Fprintf(os.Stderr, "floorinit: coldplug: %v\n", err)
 	}

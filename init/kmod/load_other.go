@@ -11,3 +11,6 @@ func InsertModule(path, params string) error { return errNotLinux }
 
 // DefaultDir is only implemented on Linux.
 func DefaultDir() (string, error) { return "", errNotLinux }
+
+// KernelEvents is only implemented on Linux.
+func KernelEvents(sysDir string) (DeviceEvents, error) { return nil, errNotLinux }

@@ -39,6 +39,11 @@ type Loader struct {
 	// something before it rescans, for drivers that probe asynchronously
 	// (SCSI scans). 0 rescans at once.
 	Settle time.Duration
+	// Events, when set, opens a source of the kernel's device
+	// announcements for each Coldplug, before its first scan of sysfs
+	// (KernelEvents is the real one). Nil, or an error opening it, means
+	// rescans of sysfs instead.
+	Events func(sysDir string) (DeviceEvents, error)
 
 	mu     sync.Mutex
 	ix     *Index
@@ -142,8 +147,10 @@ func (l *Loader) softErr(name string, err error) {
 // where sysfs is mounted, normally /sys), matches each against
 // modules.alias, and loads all matching modules. Loading a bus driver
 // makes new devices appear (virtio_pci creates the virtio devices that
-// need virtio_blk), so it rescans until a scan finds no new modalias, at
-// most MaxRounds times.
+// need virtio_blk): with Events set, Coldplug learns of them from the
+// kernel's announcements, and otherwise (or when the source fails or
+// lost some) by rescanning sysfs. It goes on until a round of loads
+// brings no new device, at most MaxRounds rounds.
 //
 // It returns the modules it inserted, in order. A device no alias
 // matches is not an error; a module that fails to load is, and all such
@@ -160,23 +167,30 @@ func (l *Loader) Coldplug(sysDir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Opened before the first scan: a device added in between is in
+	// both, and counted once.
+	ev := l.openEvents(sysDir)
+	if ev != nil {
+		defer ev.Close()
+	}
 	seenAlias := map[string]bool{} // "path\x00modalias"
 	seen := map[string]error{}     // walk state across rounds: each module tried once
 	var done []string
 	var errs []error
-	for round := 0; round < rounds; round++ {
-		fresh := scanModaliases(sysDir, seenAlias)
-		if len(fresh) == 0 {
-			return done, errors.Join(errs...)
+	fresh := scanModaliases(sysDir, seenAlias)
+	for round := 0; len(fresh) > 0; round++ {
+		if round == rounds {
+			errs = append(errs, fmt.Errorf("coldplug: new devices still appearing after %d rounds", rounds))
+			break
 		}
 		before := len(done)
 		for _, a := range fresh {
-			for _, n := range ix.Match(a.alias) {
+			for _, n := range ix.Match(a.Modalias) {
 				if _, tried := seen[n]; tried {
 					continue
 				}
 				if err := ix.walk(n, seen, true, l.inserter(&done), l.softErr); err != nil {
-					errs = append(errs, fmt.Errorf("device %s (%s): %w", a.dir, a.alias, err))
+					errs = append(errs, fmt.Errorf("device %s (%s): %w", a.Dir, a.Modalias, err))
 				}
 			}
 		}
@@ -185,12 +199,45 @@ func (l *Loader) Coldplug(sysDir string) ([]string, error) {
 			time.Sleep(l.Settle)
 			l.mu.Lock()
 		}
+		fresh = l.nextDevices(ev, sysDir, seenAlias)
 	}
-	errs = append(errs, fmt.Errorf("coldplug: new devices still appearing after %d rounds", rounds))
 	return done, errors.Join(errs...)
 }
 
-type devAlias struct{ dir, alias string }
+// openEvents opens the Events source, nil when there is none or it
+// cannot open (then Coldplug rescans, as it would without one).
+func (l *Loader) openEvents(sysDir string) DeviceEvents {
+	if l.Events == nil {
+		return nil
+	}
+	ev, err := l.Events(sysDir)
+	if err != nil {
+		l.logf("kmod: no device events (%v): rescanning sysfs after each round instead", err)
+		return nil
+	}
+	return ev
+}
+
+// nextDevices returns the devices added since the last look, not yet
+// seen: from ev when it has them all, else from a rescan of sysfs.
+func (l *Loader) nextDevices(ev DeviceEvents, sysDir string, seen map[string]bool) []Device {
+	if ev != nil {
+		added, lost, err := ev.Added()
+		if err == nil && !lost {
+			var out []Device
+			for _, d := range added {
+				if key := d.Dir + "\x00" + d.Modalias; !seen[key] {
+					seen[key] = true
+					out = append(out, d)
+				}
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+			return out
+		}
+		l.logf("kmod: device events incomplete (lost %t, %v): rescanning sysfs", lost, err)
+	}
+	return scanModaliases(sysDir, seen)
+}
 
 // scanModaliases returns the modalias values of the devices under
 // sysDir not yet in seen, sorted by device path for a stable load order,
@@ -203,9 +250,11 @@ type devAlias struct{ dir, alias string }
 // walk of all of sysDir/devices reaches the same files but lists every
 // directory of every device's attributes on the way: 430 ms for the first
 // round on a q35 VM under software emulation and about 100 ms for each
-// rescan, where this takes a few milliseconds.
-func scanModaliases(sysDir string, seen map[string]bool) []devAlias {
-	var out []devAlias
+// rescan. This one is cheaper, yet still 125-165 ms a scan there (some
+// 250 devices), which is why Coldplug takes later devices from Events
+// when it can.
+func scanModaliases(sysDir string, seen map[string]bool) []Device {
+	var out []Device
 	for _, pattern := range []string{"bus/*/devices/*", "class/*/*"} {
 		links, _ := filepath.Glob(filepath.Join(sysDir, pattern))
 		for _, l := range links {
@@ -222,10 +271,10 @@ func scanModaliases(sysDir string, seen map[string]bool) []devAlias {
 				continue
 			}
 			seen[key] = true
-			out = append(out, devAlias{dir: dir, alias: a})
+			out = append(out, Device{Dir: dir, Modalias: a})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
 	return out
 }
 
