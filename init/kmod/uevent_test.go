@@ -93,7 +93,9 @@ func TestColdplugEvents(t *testing.T) {
 		sys := fakeSysfs(t.TempDir())
 		sys.device(t, "0", "test:m0")
 		ev := &fakeEvents{}
-		dev := func(rel, alias string) Device { return Device{Dir: filepath.Join(string(sys), "devices", rel), Modalias: alias} }
+		dev := func(rel, alias string) Device {
+			return Device{Dir: filepath.Join(string(sys), "devices", rel), Modalias: alias}
+		}
 		rec := &recorder{hook: map[string]func(){
 			"m0": func() {
 				ev.queue = append(ev.queue, dev("1", "test:m1"))
