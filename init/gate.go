@@ -24,12 +24,14 @@ func (n *node) runGate(ctx context.Context) {
 			n.requestShutdown("slot "+booted+" failed its health gate", true)
 		}
 	}
+	look := n.healthLook()
+	defer look.close()
 	p := upgrade.Probation{
 		Slot:    booted,
 		Settle:  time.Duration(n.seed.Upgrade.SettleSeconds) * time.Second,
 		Limit:   time.Duration(n.seed.Upgrade.GateSeconds) * time.Second,
 		Every:   time.Second,
-		Problem: n.gateProblem,
+		Problem: look.problem,
 		Doomed:  n.etcdDoomed,
 		Bless:   func() error { return slot.Bless(n.esp, booted) },
 		Fail:    fail,
@@ -66,16 +68,64 @@ func (n *node) etcdDoomed() string {
 
 // gateProblem says what keeps the local member from counting as healthy,
 // or "" when it is a started, voting member that serves linearizable
-// reads.
+// reads: one look, over a client of its own.
 func (n *node) gateProblem(ctx context.Context) string {
-	if n.supervisor() == nil {
+	h := n.healthLook()
+	defer h.close()
+	return h.problem(ctx)
+}
+
+// healthLook returns a look at the local member for the health gate.
+func (n *node) healthLook() *healthLook {
+	return &healthLook{
+		started: func() bool { return n.supervisor() != nil },
+		dial:    func() (*clientv3.Client, error) { return n.localMember().client() },
+	}
+}
+
+// healthLook looks at the local member as the health gate does, again
+// and again, over one client kept from look to look while the member is
+// healthy. A client per look cost a TLS handshake with client
+// certificates, ECDSA on both sides, every second of the gate, on the
+// node just booted and still catching up: load the gate must not add. A
+// look that finds a problem drops its client, so that the next look dials
+// afresh (etcd restarted, or certificates reissued).
+type healthLook struct {
+	started func() bool // etcd has a supervisor
+	dial    func() (*clientv3.Client, error)
+	c       *clientv3.Client
+}
+
+// problem is what keeps the member from counting as healthy, or "".
+func (h *healthLook) problem(ctx context.Context) string {
+	if !h.started() {
+		h.close()
 		return "etcd not started"
 	}
-	c, err := n.localMember().client()
-	if err != nil {
-		return err.Error()
+	if h.c == nil {
+		c, err := h.dial()
+		if err != nil {
+			return err.Error()
+		}
+		h.c = c
 	}
-	defer c.Close()
+	p := memberProblem(ctx, h.c)
+	if p != "" {
+		h.close()
+	}
+	return p
+}
+
+func (h *healthLook) close() {
+	if h.c != nil {
+		h.c.Close()
+		h.c = nil
+	}
+}
+
+// memberProblem asks the member c reaches whether it is a voting member
+// that serves linearizable reads; "" when it is.
+func memberProblem(ctx context.Context, c *clientv3.Client) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := c.Status(ctx, c.Endpoints()[0])
