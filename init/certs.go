@@ -67,15 +67,10 @@ func (n *node) writeCerts(p certs.Plan, keep bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
 	}
-	type file struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}
-	files := []file{{"ca.crt", p.Roots, 0o644}}
+	files := []pki.File{{Name: "ca.crt", Data: p.Roots, Mode: 0o644}}
 	for _, kind := range certKinds {
 		if p.Issuer == nil {
-			files = append(files, file{kind + ".key", p.FixedKey, 0o600}, file{kind + ".crt", p.FixedCert, 0o644})
+			files = append(files, pki.File{Name: kind + ".key", Data: p.FixedKey, Mode: 0o600}, pki.File{Name: kind + ".crt", Data: p.FixedCert, Mode: 0o644})
 			continue
 		}
 		cert, key, err := n.issueLeaf(p.Issuer, kind, keep)
@@ -83,16 +78,12 @@ func (n *node) writeCerts(p certs.Plan, keep bool) error {
 			return err
 		}
 		if !keep {
-			files = append(files, file{kind + ".key", key, 0o600})
+			files = append(files, pki.File{Name: kind + ".key", Data: key, Mode: 0o600})
 		}
-		files = append(files, file{kind + ".crt", cert, 0o644})
+		files = append(files, pki.File{Name: kind + ".crt", Data: cert, Mode: 0o644})
 	}
-	for _, f := range files {
-		if err := pki.WriteFileAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
-			return fmt.Errorf("write %s: %w", f.name, err)
-		}
-	}
-	return nil
+	// One set: the roots, and each leaf with its key.
+	return pki.WriteFilesAtomic(dir, files...)
 }
 
 // issueLeaf issues one leaf from ca, with the key on file when keep is

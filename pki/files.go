@@ -71,7 +71,7 @@ func InitNamed(dir, commonName string, force bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pki init: %w", err)
 	}
-	err = writeFilesAtomic(dir, []file{
+	err = writeFilesAtomic(dir, []File{
 		{CACertFile, ca.CertPEM(), 0o644},
 		{CAKeyFile, caKey, 0o600},
 		{AdminCertFile, adminCert, 0o644},
@@ -107,23 +107,37 @@ func LoadCAFiles(dir string) (*CA, error) {
 // or the new, never a mix; etcd re-reads leaf files on each handshake, so a
 // renewal goes through here.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	return writeFilesAtomic(filepath.Dir(path), []file{{filepath.Base(path), data, mode}})
+	return writeFilesAtomic(filepath.Dir(path), []File{{filepath.Base(path), data, mode}})
 }
 
-type file struct {
-	name string
-	data []byte
-	mode os.FileMode
+// File is one file of WriteFilesAtomic.
+type File struct {
+	Name string // its name in the directory
+	Data []byte
+	Mode os.FileMode
 }
 
-// writeFilesAtomic writes every file to a synced temporary file first and
-// renames them into place only once all were written, so that a full disk
-// leaves the old set untouched.
-func writeFilesAtomic(dir string, files []file) (err error) {
+// WriteFilesAtomic writes files into dir as WriteFileAtomic writes each,
+// as one set: every file goes to a synced temporary file first, the
+// renames follow only once all were written (a full disk leaves the old
+// set untouched), and one sync of dir makes them durable together. A
+// node's leaves and keys go through here: one directory sync for the set
+// rather than one per file, and no crash between two files' writes that
+// leaves a key beside another key's certificate.
+func WriteFilesAtomic(dir string, files ...File) error {
+	for _, f := range files {
+		if f.Name == "" || f.Name == "." || f.Name == ".." || f.Name != filepath.Base(f.Name) {
+			return fmt.Errorf("write %q in %s: not a file name", f.Name, dir)
+		}
+	}
+	return writeFilesAtomic(dir, files)
+}
+
+func writeFilesAtomic(dir string, files []File) (err error) {
 	// The rename would replace a device node, a pipe or a socket with a
 	// regular file (-o /dev/null): only regular files are replaced.
 	for _, f := range files {
-		dst := filepath.Join(dir, f.name)
+		dst := filepath.Join(dir, f.Name)
 		if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
 			return fmt.Errorf("write %s: not a regular file (%s); refusing to replace it", dst, fi.Mode().Type())
 		}
@@ -144,17 +158,17 @@ func writeFilesAtomic(dir string, files []file) (err error) {
 		temps = append(temps, t)
 	}
 	for i, f := range files {
-		if err := os.Rename(temps[i], filepath.Join(dir, f.name)); err != nil {
-			return fmt.Errorf("write %s: %w", filepath.Join(dir, f.name), err)
+		if err := os.Rename(temps[i], filepath.Join(dir, f.Name)); err != nil {
+			return fmt.Errorf("write %s: %w", filepath.Join(dir, f.Name), err)
 		}
 	}
 	temps = nil
 	return syncDir(dir)
 }
 
-func writeTemp(dir string, f file) (string, error) {
-	dst := filepath.Join(dir, f.name)
-	tmp, err := os.CreateTemp(dir, "."+f.name+".tmp-*")
+func writeTemp(dir string, f File) (string, error) {
+	dst := filepath.Join(dir, f.Name)
+	tmp, err := os.CreateTemp(dir, "."+f.Name+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", dst, err)
 	}
@@ -164,10 +178,10 @@ func writeTemp(dir string, f file) (string, error) {
 		os.Remove(name)
 		return "", fmt.Errorf("write %s: %w", dst, err)
 	}
-	if err := tmp.Chmod(f.mode); err != nil {
+	if err := tmp.Chmod(f.Mode); err != nil {
 		return fail(err)
 	}
-	if _, err := tmp.Write(f.data); err != nil {
+	if _, err := tmp.Write(f.Data); err != nil {
 		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {

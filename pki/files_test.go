@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -143,4 +145,44 @@ func TestWriteFileAtomic(t *testing.T) {
 	err = WriteFileAtomic(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.ErrorContains(t, err, filepath.Join(dir, "missing", "x"))
+}
+
+func TestWriteFilesAtomic(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, WriteFileAtomic(filepath.Join(dir, "server.key"), []byte("old key"), 0o600))
+	require.NoError(t, WriteFilesAtomic(dir,
+		File{Name: "server.key", Data: []byte("key"), Mode: 0o600},
+		File{Name: "server.crt", Data: []byte("cert"), Mode: 0o644}))
+	for name, want := range map[string]string{"server.key": "key", "server.crt": "cert"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b))
+	}
+	st, err := os.Stat(filepath.Join(dir, "server.crt"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o644), st.Mode())
+
+	// One file that cannot be written (a name longer than the
+	// filesystem takes): none of the set is replaced.
+	err = WriteFilesAtomic(dir,
+		File{Name: "server.key", Data: []byte("newer key"), Mode: 0o600},
+		File{Name: strings.Repeat("x", 300), Data: []byte("newer cert"), Mode: 0o644})
+	assert.ErrorIs(t, err, syscall.ENAMETOOLONG)
+	b, err := os.ReadFile(filepath.Join(dir, "server.key"))
+	require.NoError(t, err)
+	assert.Equal(t, "key", string(b), "the set is written whole or not at all")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no temporary files left behind")
+}
+
+func TestWriteFilesAtomicNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"", ".", "..", "sub/x.crt", "../x.crt"} {
+		err := WriteFilesAtomic(dir, File{Name: name, Data: []byte("x"), Mode: 0o600})
+		assert.ErrorContains(t, err, "not a file name", "%q", name)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }
