@@ -122,8 +122,9 @@ type File struct {
 // renames follow only once all were written (a full disk leaves the old
 // set untouched), and one sync of dir makes them durable together. A
 // node's leaves and keys go through here: one directory sync for the set
-// rather than one per file, and no crash between two files' writes that
-// leaves a key beside another key's certificate.
+// rather than one per file, and a crash while the files are written
+// leaves the old set whole (only the renames, quick and once every file
+// is on disk, can be cut between two).
 func WriteFilesAtomic(dir string, files ...File) error {
 	for _, f := range files {
 		if f.Name == "" || f.Name == "." || f.Name == ".." || f.Name != filepath.Base(f.Name) {
