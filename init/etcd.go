@@ -207,16 +207,22 @@ func (m etcdMember) client() (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	host := "127.0.0.1"
-	if m.ListenIP != "0.0.0.0" && m.ListenIP != "" && m.ListenIP != "::" {
-		host = m.ListenIP
-	}
 	return clientv3.New(clientv3.Config{
-		Endpoints:   []string{(&url.URL{Scheme: "https", Host: hostPort(host, m.ClientPort)}).String()},
+		Endpoints:   []string{(&url.URL{Scheme: "https", Host: m.localClientAddr()}).String()},
 		TLS:         tc,
 		DialTimeout: 2 * time.Second,
 		Logger:      zap.NewNop(),
 	})
+}
+
+// localClientAddr is where the init reaches the member's client listener
+// (host:port): loopback, unless etcd listens on one address only.
+func (m etcdMember) localClientAddr() string {
+	host := "127.0.0.1"
+	if m.ListenIP != "0.0.0.0" && m.ListenIP != "" && m.ListenIP != "::" {
+		host = m.ListenIP
+	}
+	return hostPort(host, m.ClientPort)
 }
 
 // ready reports whether the local member serves a linearizable read.

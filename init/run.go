@@ -119,12 +119,11 @@ func (n *node) supervisor() *supervise.Supervisor {
 // watchReady prints "etcd ready" each time the local member starts serving
 // linearizable reads, and "etcd not ready" when it stops.
 func (n *node) watchReady(ctx context.Context) {
-	var c *clientv3.Client
-	defer func() {
-		if c != nil {
-			c.Close()
-		}
-	}()
+	lc := &localConn{
+		addr: func() string { return n.localMember().localClientAddr() },
+		dial: func() (*clientv3.Client, error) { return n.localMember().client() },
+	}
+	defer lc.close()
 	up, learner, restarts := false, false, 0
 	var last *supervise.Supervisor
 	t := time.NewTicker(500 * time.Millisecond)
@@ -139,14 +138,17 @@ func (n *node) watchReady(ctx context.Context) {
 		if sup == nil {
 			continue
 		}
-		if c == nil {
-			var err error
-			if c, err = n.localMember().client(); err != nil {
-				n.log.Printf("etcd client: %v", err)
-				continue
-			}
+		// No client before etcd listens (localConn): the first boot, a
+		// restart, and every reboot wait for this ready.
+		c, err := lc.get()
+		if err != nil {
+			n.log.Printf("etcd client: %v", err)
+			continue
 		}
-		err := ready(ctx, c)
+		if c == nil {
+			continue
+		}
+		err = ready(ctx, c)
 		// A restart between two probes still counts as an outage, so
 		// each new etcd process is announced once it serves.
 		if r := sup.Restarts(); sup != last || r != restarts {
@@ -174,6 +176,9 @@ func (n *node) watchReady(ctx context.Context) {
 			up = false
 			n.log.Printf("etcd not ready: %v", err)
 			t.Reset(500 * time.Millisecond)
+		}
+		if err != nil {
+			lc.failed()
 		}
 	}
 }
