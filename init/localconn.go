@@ -18,8 +18,8 @@ import (
 // client first succeeded 1.0-1.5 s after etcd listened, through a fresh
 // one after 60-80 ms; the longer the outage (etcd exited and the
 // supervisor restarts it with its own backoff), the later. watchReady,
-// which announces the member ready (the member loop, the roll's gate and
-// the node API wait for that), reaches etcd through one.
+// which announces the member ready (the member loop and the health gate
+// wait for that), reaches etcd through one.
 type localConn struct {
 	addr func() string // the member's client listener, host:port
 	dial func() (*clientv3.Client, error)
