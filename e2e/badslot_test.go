@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/image"
-	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -71,7 +70,7 @@ func TestBadSlots(t *testing.T) {
 	dir := t.TempDir()
 	initBin := buildInit(t)
 	v1img := filepath.Join(dir, "v1.img")
-	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", v1img)
+	buildRollImage(t, initBin, "", "e2e-v1", v1img)
 	buildOneNodeBadSlots(t, initBin, dir)
 	c := startCluster(t, cluster.Config{
 		Dir: filepath.Join(dir, "c"), Image: v1img,

@@ -54,7 +54,7 @@ func clusterImageAs(t *testing.T, format image.Format, name string) string {
 	start := time.Now()
 	_, err := image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules,
-		Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init-testhooks"),
+		Init:       testenv.Bin(t, "init-testhooks"), // and its own etcd
 		Bootloader: testenv.Bootloader(t),
 		Format:     format, Output: img, Version: "e2e-cluster",
 		Compression: compression,

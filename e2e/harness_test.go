@@ -94,8 +94,7 @@ func buildImage(t *testing.T, out, seedFile string) error {
 	_, err := image.Build(context.Background(), image.Config{
 		Kernel:     vmlinuz,
 		Modules:    modules,
-		Etcd:       testenv.Bin(t, "etcd"),
-		Init:       testenv.Bin(t, "init-testhooks"),
+		Init:       testenv.Bin(t, "init-testhooks"), // and its own etcd
 		Bootloader: testenv.Bootloader(t),
 		Seed:       seedFile,
 		// These VMs are on QEMU's user network, where nothing answers at

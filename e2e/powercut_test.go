@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/seed"
@@ -63,8 +62,8 @@ func TestPowerCutDuringStaging(t *testing.T) {
 	seedYAML, err := cluster.Seed(cfg, 1)
 	require.NoError(t, err)
 	secrets := newCmdlineSecrets(t, seedYAML)
-	buildImageCmdline(t, initBin, testenv.Bin(t, "etcd"), "e2e-v1", secrets.arg, v1img)
-	buildRollImage(t, initBin, testenv.Bin(t, "etcd"), "e2e-v2", v2)
+	buildImageCmdline(t, initBin, "", "e2e-v1", secrets.arg, v1img)
+	buildRollImage(t, initBin, "", "e2e-v2", v2)
 
 	rc := startCluster(t, cfg, 1)
 	c := rc.Cluster

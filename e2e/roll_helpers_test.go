@@ -51,7 +51,8 @@ func buildInit(t *testing.T) string {
 	return out
 }
 
-// buildRollImage builds an image of version with etcdBin as /usr/bin/etcd, raw
+// buildRollImage builds an image of version with etcdBin as /usr/bin/etcd
+// ("": the init's own etcd), raw
 // at out (.img) or an OCI tarball (.tar).
 func buildRollImage(t *testing.T, initBin, etcdBin, version, out string) {
 	t.Helper()

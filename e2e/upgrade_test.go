@@ -53,16 +53,17 @@ func TestRollingUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	initBin := buildInit(t)
 	img := func(name string) string { return filepath.Join(dir, name) }
-	// v1 boots through the firmware and v2 by kexec with the default
-	// compression; the downgrade kexecs v3 with the fast one, so a roll
+	// v1 (the previous etcd minor, a separate /usr/bin/etcd) boots
+	// through the firmware and v2 (the init's own etcd) by kexec with the
+	// default compression; the downgrade kexecs v3 with the fast one, so a roll
 	// boots both. The bad etcd and v4 (refused before it is staged)
 	// need no more than the fast one.
 	require.NoError(t, buildImages(t,
 		rollImage{initBin, prevBin, "e2e-v1", "", img("v1.img"), ""},
-		rollImage{initBin, testenv.Bin(t, "etcd"), "e2e-v2", "", img("v2.tar"), ""},
+		rollImage{initBin, "", "e2e-v2", "", img("v2.tar"), ""},
 		rollImage{initBin, prevBin, "e2e-v3", "", img("v3.tar"), image.CompressionFast},
 		rollImage{initBin, testenv.Bin(t, "etcdctl"), "e2e-bad-etcd", "", img("bad-etcd.tar"), image.CompressionFast},
-		rollImage{initBin, testenv.Bin(t, "etcd"), "e2e-v4", "", img("v4.tar"), image.CompressionFast},
+		rollImage{initBin, "", "e2e-v4", "", img("v4.tar"), image.CompressionFast},
 	))
 	// The nodes stage only images signed by trusted; the test signs every
 	// image it rolls with it, but v4.
@@ -440,7 +441,7 @@ func buildBadImage(t *testing.T, initBin, version, out string, drivers []string,
 	t.Helper()
 	vmlinuz, modules := testenv.Kernel(t)
 	_, err := image.Build(context.Background(), image.Config{
-		Kernel: vmlinuz, Modules: modules, Etcd: testenv.Bin(t, "etcd"), Init: initBin,
+		Kernel: vmlinuz, Modules: modules, Init: initBin,
 		Drivers: drivers, Cmdline: cmdline, Format: image.FormatOCI, Output: out, Version: version,
 		// Bad images never get far enough for the initrd's size to
 		// matter; the fast setting saves the suite seconds each.

@@ -54,7 +54,7 @@ section_cluster() {
 section_upgrade() {
 	echo "== rolling upgrade of 3 nodes vs a plain reboot, and from a bad slot's boot back to the old slot"
 	go build -o "$out/bench-upgrade" ./bench/upgrade
-	"$out/bench-upgrade" -sysroot "$sysroot" -etcd bin/etcd -init bin/init \
+	"$out/bench-upgrade" -sysroot "$sysroot" -init bin/init \
 		-bad "${BENCH_BAD-panic,nomod}" -work "$out/upgrade"
 }
 

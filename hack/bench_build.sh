@@ -15,7 +15,7 @@ img=$out/etcdbox.img
 
 echo "== etcdbox build (raw, and each other format in the same rounds)"
 GOFLAGS=-buildvcs=false go run ./image/internal/benchbuild \
-	-n "${BENCH_RUNS:-5}" -o "$img" -sysroot "$sysroot" -etcd bin/etcd -init bin/init \
+	-n "${BENCH_RUNS:-5}" -o "$img" -sysroot "$sysroot" -init bin/init \
 	-formats "${BENCH_FORMATS-qcow2,vhd,gce,vmdk,oci}" | tee "$out/benchbuild.txt"
 apparent=$(stat -c %s "$img")
 allocated=$(du -B1 "$img" | cut -f1)

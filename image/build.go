@@ -40,6 +40,9 @@ type Config struct {
 	// dependencies; nil means DefaultDrivers.
 	Drivers []string
 	// Etcd is the static etcd server binary, installed as /usr/bin/etcd.
+	// Empty means the init's own etcd: /usr/bin/etcd is a link to /init,
+	// which runs etcd when started under that name (init/runetcd.go).
+	// Give one for another etcd version than the init was built with.
 	Etcd string
 	// Init is the static etcdbox init, installed as /init.
 	Init string
@@ -169,14 +172,22 @@ func (cfg Config) check(output bool) (Config, error) {
 	return cfg, nil
 }
 
+// etcdBinary is the file etcd comes from: Etcd, or the init that carries it.
+func (cfg Config) etcdBinary() string {
+	if cfg.Etcd != "" {
+		return cfg.Etcd
+	}
+	return cfg.Init
+}
+
 // checkInputs reports an input file that is missing, and modules that
 // are not the kernel's.
 func (cfg Config) checkInputs() error {
 	for _, in := range []struct{ what, path string }{
 		{"kernel", cfg.Kernel}, {"modules", cfg.Modules}, {"etcd", cfg.Etcd}, {"init", cfg.Init}, {"seed", cfg.Seed},
 	} {
-		if in.what == "seed" && in.path == "" {
-			continue
+		if (in.what == "seed" || in.what == "etcd") && in.path == "" {
+			continue // no seed baked in; no etcd: the init's own
 		}
 		if in.path == "" {
 			return fmt.Errorf("%s: no path given", in.what)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,6 +22,7 @@ func TestBuildBadInput(t *testing.T) {
 	require.NoError(t, os.WriteFile(notDir, nil, 0o644))
 	otherModules := filepath.Join(t.TempDir(), "5.10.0-1-amd64")
 	require.NoError(t, os.MkdirAll(otherModules, 0o755))
+	etcdctlBin := testenv.Bin(t, "etcdctl") // a static Go binary that is not the init
 
 	for _, tc := range []struct {
 		name   string
@@ -30,13 +32,15 @@ func TestBuildBadInput(t *testing.T) {
 	}{
 		{name: "missing kernel", change: func(c *Config) { c.Kernel = "/nonexistent/vmlinuz-6.1.0-57-amd64" },
 			want: []string{"kernel", "/nonexistent/vmlinuz-6.1.0-57-amd64"}},
-		{name: "kernel is not a bzImage", change: func(c *Config) { c.Kernel = c.Etcd },
+		{name: "kernel is not a bzImage", change: func(c *Config) { c.Kernel = c.Init },
 			want: []string{"kernel", "not a bzImage"}},
 		{name: "modules of another kernel", change: func(c *Config) { c.Modules = otherModules },
 			want: []string{"5.10.0-1-amd64", "6.1.0"}},
 		{name: "missing modules", change: func(c *Config) { c.Drivers = []string{"virtio_blk", "no_such_driver", "also_missing"} },
 			want: []string{"no_such_driver", "also_missing"}},
 		{name: "missing etcd", change: func(c *Config) { c.Etcd = "/nonexistent/etcd" }, want: []string{"etcd", "/nonexistent/etcd"}},
+		{name: "an init that does not carry etcd, and no etcd", change: func(c *Config) { c.Init = etcdctlBin },
+			want: []string{"init " + etcdctlBin, "does not carry etcd", "give an etcd binary"}},
 		{name: "missing init", change: func(c *Config) { c.Init = "/nonexistent/init" }, want: []string{"init", "/nonexistent/init"}},
 		{name: "dynamic init", change: func(c *Config) { c.Init = "/usr/sbin/mke2fs" },
 			want: []string{"init /usr/sbin/mke2fs", "dynamically linked"}},

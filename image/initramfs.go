@@ -1,8 +1,10 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"debug/buildinfo"
+	"debug/elf"
 	"fmt"
 	"io"
 	"io/fs"
@@ -47,15 +49,24 @@ func rootTree(cfg Config) (*tree, []string, error) {
 	if err := t.symlink("etc/mtab", "../proc/self/mounts"); err != nil {
 		return nil, nil, err
 	}
-	for _, b := range []struct{ what, src, dst string }{
-		{"init", cfg.Init, "init"},
-		{"etcd", cfg.Etcd, "usr/bin/etcd"},
-	} {
+	bins := []struct{ what, src, dst string }{{"init", cfg.Init, "init"}}
+	if cfg.Etcd != "" {
+		bins = append(bins, struct{ what, src, dst string }{"etcd", cfg.Etcd, "usr/bin/etcd"})
+	}
+	for _, b := range bins {
 		if err := checkStatic(b.src); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", b.what, b.src, err)
 		}
 		if err := t.file(b.dst, b.src, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", b.what, b.src, err)
+		}
+	}
+	if cfg.Etcd == "" {
+		if err := checkCarriesEtcd(cfg.Init); err != nil {
+			return nil, nil, err
+		}
+		if err := t.symlink("usr/bin/etcd", etcdLink); err != nil {
+			return nil, nil, err
 		}
 	}
 	if err := addE2fsprogs(t, cfg.ToolsRoot); err != nil {
@@ -71,11 +82,43 @@ func rootTree(cfg Config) (*tree, []string, error) {
 		}
 	}
 	release := fmt.Sprintf("version=%s\netcd=%s\nkernel=%s\nbuilt=%d\n",
-		cfg.Version, etcdVersion(cfg.Etcd), filepath.Base(cfg.Modules), cfg.SourceDateEpoch)
+		cfg.Version, etcdVersion(cfg.etcdBinary()), filepath.Base(cfg.Modules), cfg.SourceDateEpoch)
 	if err := t.bytes("etc/etcdbox/release", []byte(release), 0o644); err != nil {
 		return nil, nil, err
 	}
 	return t, mods, nil
+}
+
+// etcdLink is /usr/bin/etcd in an image whose init carries etcd: a
+// relative symlink, so that it holds in the container form's root too.
+// The init runs it as etcd by the name it is started under
+// (init/runetcd.go).
+const etcdLink = "../../init"
+
+// carriesEtcdMark is the mark an init that is also etcd has in its
+// read-only data (init/runetcd.go, carriesEtcd). Change both together.
+const carriesEtcdMark = "etcdbox/init carries etcd"
+
+// checkCarriesEtcd accepts an init binary that is also etcd: one built
+// from this project's init since it links etcd's entry point. Any other
+// (an older init, another program) would be started as etcd and fail at
+// every boot, so the build stops and says to give an etcd binary.
+func checkCarriesEtcd(file string) error {
+	f, err := elf.Open(file)
+	if err != nil {
+		return fmt.Errorf("init %s: %w", file, err)
+	}
+	defer f.Close()
+	if sec := f.Section(".rodata"); sec != nil {
+		data, err := sec.Data()
+		if err != nil {
+			return fmt.Errorf("init %s: read .rodata: %w", file, err)
+		}
+		if bytes.Contains(data, []byte(carriesEtcdMark)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("etcd: no etcd binary given, and init %s does not carry etcd (not built from this etcdbox's init); give an etcd binary", file)
 }
 
 // checkStatic accepts an amd64 ELF executable without an interpreter:

@@ -12,8 +12,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/version"
 )
 
 var unpacked struct {
@@ -92,17 +94,22 @@ func TestInitramfsLayout(t *testing.T) {
 	}
 
 	for _, f := range []struct{ inRoot, src string }{
-		{"init", cfg.Init}, {"usr/bin/etcd", cfg.Etcd}, {"etc/mke2fs.conf", "/etc/mke2fs.conf"},
+		{"init", cfg.Init}, {"etc/mke2fs.conf", "/etc/mke2fs.conf"},
 	} {
 		assert.Equal(t, fileDigest(t, f.src), fileDigest(t, filepath.Join(root, f.inRoot)), "/%s differs from %s", f.inRoot, f.src)
 	}
 	fi, err = os.Stat(filepath.Join(root, "init"))
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o755), fi.Mode(), "/init mode")
+	// No etcd given: /usr/bin/etcd is the init, which runs etcd under
+	// that name (TestInitramfsEtcdIsTheInit runs it).
+	target, err := os.Readlink(filepath.Join(root, "usr/bin/etcd"))
+	require.NoError(t, err, "/usr/bin/etcd is a symlink")
+	assert.Equal(t, "../../init", target)
 
 	release, err := os.ReadFile(filepath.Join(root, "etc/etcdbox/release"))
 	require.NoError(t, err)
-	assert.Equal(t, "version=test\netcd=v3.7.3\nkernel="+filepath.Base(cfg.Modules)+"\nbuilt=1700000000\n", string(release))
+	assert.Equal(t, "version=test\netcd=v"+version.Version+"\nkernel="+filepath.Base(cfg.Modules)+"\nbuilt=1700000000\n", string(release))
 	_, err = os.Stat(filepath.Join(root, "etc/etcdbox/seed.yaml"))
 	assert.True(t, os.IsNotExist(err), "no seed.yaml without a seed")
 
@@ -120,6 +127,36 @@ func chroot(t *testing.T, root string, args ...string) string {
 	out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
 	require.NoError(t, err, "chroot %s: %s", strings.Join(args, " "), out)
 	return string(out)
+}
+
+// TestInitramfsEtcdIsTheInit runs /usr/bin/etcd inside the initramfs: the
+// link to /init starts etcd, the version go.mod pins, and the release
+// file names that version.
+func TestInitramfsEtcdIsTheInit(t *testing.T) {
+	root, _ := unpackedInitrd(t)
+	out := chroot(t, root, "/usr/bin/etcd", "--version")
+	assert.Contains(t, out, "etcd Version: "+version.Version+"\n")
+	release, err := os.ReadFile(filepath.Join(root, "etc/etcdbox/release"))
+	require.NoError(t, err)
+	assert.Contains(t, string(release), "\netcd=v"+version.Version+"\n")
+}
+
+// TestRootTreeSeparateEtcd builds the tree with an etcd binary of another
+// version: it is /usr/bin/etcd, a regular file, and the release names its
+// version, not the init's.
+func TestRootTreeSeparateEtcd(t *testing.T) {
+	prev, bin := testenv.PreviousEtcd(t)
+	cfg := testConfig(t)
+	cfg.Etcd = bin
+	tr, _, err := rootTree(cfg)
+	require.NoError(t, err)
+	n := tr.nodes["usr/bin/etcd"]
+	require.NotNil(t, n, "/usr/bin/etcd")
+	assert.True(t, n.mode.IsRegular(), "/usr/bin/etcd is a regular file, mode %v", n.mode)
+	assert.Equal(t, bin, n.src)
+	rel := tr.nodes["etc/etcdbox/release"]
+	require.NotNil(t, rel)
+	assert.Contains(t, string(rel.data), "\netcd=v"+strings.TrimPrefix(prev, "v")+"\n")
 }
 
 // TestInitramfsE2fsprogs runs what init runs on DATA, inside the

@@ -63,14 +63,14 @@ func snapshot(t testing.TB, src string) string {
 	return dst
 }
 
-// testConfig returns a Config built from the real cached inputs.
+// testConfig returns a Config built from the real cached inputs, with
+// the init's own etcd (no Etcd), as etcdbox build makes by default.
 func testConfig(t testing.TB) Config {
 	t.Helper()
 	vmlinuz, modules := testenv.Kernel(t)
 	return Config{
 		Kernel:          vmlinuz,
 		Modules:         modules,
-		Etcd:            snapshot(t, testenv.Bin(t, "etcd")),
 		Init:            snapshot(t, initBin(t)),
 		Bootloader:      testenv.Bootloader(t),
 		Cmdline:         "etcdbox.debug=1",

@@ -141,7 +141,7 @@ func ociImage(ctx context.Context, cfg Config, t *tree, initrd []byte) (v1.Image
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.version": cfg.Version,
 		"io.etcdbox.kernel":                filepath.Base(cfg.Modules),
-		"io.etcdbox.etcd":                  etcdVersion(cfg.Etcd),
+		"io.etcdbox.etcd":                  etcdVersion(cfg.etcdBinary()),
 	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, fmt.Errorf("assemble image: %w", err)

@@ -94,7 +94,8 @@ func checkImage(t *testing.T, img v1.Image) {
 
 	cfg := testConfig(t)
 	files := imageFiles(t, img)
-	for p, src := range map[string]string{"/boot/vmlinuz": cfg.Kernel, "/init": cfg.Init, "/usr/bin/etcd": cfg.Etcd} {
+	assert.Equal(t, "-> ../../init", string(files["/usr/bin/etcd"]), "/usr/bin/etcd links to the init, which carries etcd")
+	for p, src := range map[string]string{"/boot/vmlinuz": cfg.Kernel, "/init": cfg.Init} {
 		want, err := os.ReadFile(src)
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(want, files[p]), "%s (%d bytes) differs from %s (%d bytes)", p, len(files[p]), src, len(want))

@@ -64,7 +64,11 @@ func (b *initBuild) get(t *testing.T, flags ...string) string {
 		out, err := supervise.CombinedOutput(context.Background(), exec.Command("go", args...))
 		if err != nil {
 			b.err = fmt.Errorf("go build: %v: %s", err, out)
+			return
 		}
+		// The init is also etcd (runetcd.go): the nodes run it under
+		// the name etcd, as an image's /usr/bin/etcd does.
+		b.err = os.Symlink("init", filepath.Join(dir, "etcd"))
 	})
 	require.NoError(t, b.err)
 	return b.path
@@ -152,8 +156,14 @@ func (n *cnode) start() {
 	if bin == "" {
 		bin = buildInit(t)
 	}
+	// The init's own etcd, as in an image; bin/etcd for an init built
+	// elsewhere.
+	etcd := filepath.Join(filepath.Dir(bin), "etcd")
+	if _, err := os.Lstat(etcd); err != nil {
+		etcd = testenv.Bin(t, "etcd")
+	}
 	n.cmd = exec.Command(bin, "--container", "--seed", n.seed, "--data-dir", filepath.Join(n.dir, "data"),
-		"--etcd", testenv.Bin(t, "etcd"), "--listen-ip", "127.0.0.1")
+		"--etcd", etcd, "--listen-ip", "127.0.0.1")
 	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
 	require.NoError(t, n.cmd.Start())

@@ -104,7 +104,11 @@ func inContainer() bool {
 var errWait = errors.New("waiting for an operator")
 
 func main() {
+	if runAsEtcd(os.Args) {
+		return
+	}
 	n := newNode()
+	flag.Usage = usage
 	flag.BoolVar(&n.container, "container", inContainer(), "run in container mode (default when not PID 1, or PID 1 of a container)")
 	flag.StringVar(&n.seedFile, "seed", os.Getenv("ETCDBOX_SEED"), "container mode: the seed file")
 	flag.StringVar(&n.root, "data-dir", "/var/lib/etcdbox", "where DATA is mounted (container mode: any directory)")

@@ -26,8 +26,10 @@ type images struct {
 
 // buildImages writes a cluster CA and a seed carrying it, then builds our
 // image with the seed baked in and the floor image without one. Both use
-// the same kernel, modules, etcd and bootloader, so they differ only in
-// /init (and the seed file).
+// the same kernel, modules, etcd version and bootloader, so they differ
+// only in /init (and the seed file): ours runs the init's own etcd
+// (etcdbox build's default), the floor o.etcd, both built from the
+// module go.mod pins.
 func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	im := images{
 		ours:   filepath.Join(dir, "ours.img"),
@@ -47,7 +49,7 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 		return im, err
 	}
 	ours := base
-	ours.Init, ours.Seed, ours.Output = o.init, seed, im.ours
+	ours.Etcd, ours.Init, ours.Seed, ours.Output = "", o.init, seed, im.ours
 	floor := base
 	floor.Init, floor.Output = o.floorInit, im.floor
 	nometa := ours

@@ -29,7 +29,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.boots, "n", 3, "boots per image (ours and floor alternate)")
 	fs.StringVar(&o.sysroot, "sysroot", ".cache/sysroot", "root holding the kernel, modules, systemd-boot and OVMF")
-	fs.StringVar(&o.etcd, "etcd", "bin/etcd", "etcd server binary")
+	fs.StringVar(&o.etcd, "etcd", "bin/etcd", "etcd server binary of the floor image (ours runs the init's own, as etcdbox build does by default)")
 	fs.StringVar(&o.init, "init", "bin/init", "etcdbox init binary")
 	fs.StringVar(&o.floorInit, "floor-init", "", "floor init binary (built from ./bench/floorinit)")
 	fs.StringVar(&o.workDir, "work", "", "work directory for images and VMs (default: a temporary one, removed)")

@@ -35,8 +35,10 @@ type images struct{ ours, floor, floorTLS string }
 
 // buildImages builds our image (no seed: the cluster harness gives each
 // node its seed volume), the floor image and, with a CA seed, the TLS
-// floor's, from the same kernel, modules, etcd and bootloader, so they
-// differ in /init and the floors' command lines only.
+// floor's, from the same kernel, modules, etcd version and bootloader, so
+// they differ in /init and the floors' command lines only: ours runs the
+// init's own etcd (etcdbox build's default), the floors o.etcd, both
+// built from the module go.mod pins.
 func (o options) buildImages(ctx context.Context, dir string, tlsSeed []byte) (images, error) {
 	im := images{ours: filepath.Join(dir, "ours.img"), floor: filepath.Join(dir, "floor.img")}
 	base, err := benchimage.Base(o.sysroot, o.etcd)
@@ -44,7 +46,7 @@ func (o options) buildImages(ctx context.Context, dir string, tlsSeed []byte) (i
 		return im, err
 	}
 	ours := base
-	ours.Init, ours.Output = o.init, im.ours
+	ours.Etcd, ours.Init, ours.Output = "", o.init, im.ours
 	floor := base
 	floor.Init, floor.Output, floor.Cmdline = o.floorInit, im.floor, floorCmdline()
 	cfgs := []image.Config{ours, floor}

@@ -59,7 +59,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.sysroot, "sysroot", ".cache/sysroot", "where hack/deps.sh unpacked the kernel, OVMF and systemd-boot")
-	fs.StringVar(&o.etcd, "etcd", "bin/etcd", "etcd binary for both images")
+	fs.StringVar(&o.etcd, "etcd", "bin/etcd", "etcd binary of the floor images (ours runs the init's own, the same etcd version, as etcdbox build does by default)")
 	fs.StringVar(&o.init, "init", "bin/init", "the etcdbox init (ours)")
 	fs.StringVar(&o.floorInit, "floor-init", "", "bench/floorinit built static for the guest (the floor's /init)")
 	fs.StringVar(&o.etcdctl, "etcdctl", "bin/etcdctl", "upstream etcdctl, for check perf")

@@ -31,7 +31,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("upgrade", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.sysroot, "sysroot", ".cache/sysroot", "root holding the kernel, modules, systemd-boot and OVMF")
-	fs.StringVar(&o.etcd, "etcd", "bin/etcd", "etcd server binary")
+	fs.StringVar(&o.etcd, "etcd", "", "etcd server binary (default: the init's own)")
 	fs.StringVar(&o.init, "init", "bin/init", "etcdbox init binary")
 	fs.StringVar(&o.workDir, "work", "", "work directory for images and the cluster (default: a temporary one, removed)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (consoles, images)")

@@ -67,7 +67,7 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl.StringVar(&f.format, "format", string(image.FormatRaw), "output format: "+image.FormatNames())
 	fl.StringVar(&f.kernel, "kernel", "", "kernel bzImage (default: newest cached or host /boot/vmlinuz-*)")
 	fl.StringVar(&f.modules, "modules", "", "module directory /lib/modules/<release> (default: the kernel's)")
-	fl.StringVar(&f.etcd, "etcd", "", "static etcd server binary (default: etcd next to etcdbox)")
+	fl.StringVar(&f.etcd, "etcd", "", "static etcd server binary, for another etcd version than the init's (default: the init's own etcd; /usr/bin/etcd links to /init)")
 	fl.StringVar(&f.init, "init", "", "static etcdbox init binary (default: init next to etcdbox)")
 	fl.StringVar(&f.bootloader, "bootloader", "", "systemd-boot EFI binary (default: cached or host systemd-bootx64.efi)")
 	fl.StringVar(&f.cmdline, "cmdline", "", "extra kernel command-line arguments")
@@ -239,20 +239,14 @@ func defaultInputs(cfg *image.Config) error {
 			return errors.New("--bootloader: systemd-bootx64.efi not found; install systemd-boot-efi, run hack/deps.sh, or give --bootloader")
 		}
 	}
-	exe, err := os.Executable()
-	for _, b := range []struct {
-		flag string
-		p    *string
-	}{{"etcd", &cfg.Etcd}, {"init", &cfg.Init}} {
-		if *b.p != "" {
-			continue
-		}
+	if cfg.Init == "" {
+		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("--%s: locate etcdbox binary: %w", b.flag, err)
+			return fmt.Errorf("--init: locate etcdbox binary: %w", err)
 		}
-		*b.p = filepath.Join(filepath.Dir(exe), b.flag)
-		if !fileExists(*b.p) {
-			return fmt.Errorf("--%s: %s does not exist; run make build or give --%s", b.flag, *b.p, b.flag)
+		cfg.Init = filepath.Join(filepath.Dir(exe), "init")
+		if !fileExists(cfg.Init) {
+			return fmt.Errorf("--init: %s does not exist; run make build or give --init", cfg.Init)
 		}
 	}
 	return nil

@@ -79,8 +79,11 @@ func TestBuildCommandErrors(t *testing.T) {
 		{name: "raw cannot be pushed", args: func(out string) []string { return buildArgs(t, "-o", out, "--push", "127.0.0.1:1/a:b") },
 			want: []string{"push", "127.0.0.1:1/a:b"}},
 		{name: "no output", args: func(string) []string { return buildArgs(t) }, want: []string{"--output"}},
-		{name: "default etcd missing", args: func(out string) []string { return []string{"build", "-o", out} },
-			want: []string{"--etcd"}},
+		{name: "default init missing", args: func(out string) []string { return []string{"build", "-o", out} },
+			want: []string{"--init"}},
+		{name: "an init that does not carry etcd, and no --etcd", args: func(out string) []string {
+			return []string{"build", "-o", out, "--init", testenv.Bin(t, "etcdctl")}
+		}, want: []string{"does not carry etcd", testenv.Bin(t, "etcdctl"), "give an etcd binary"}},
 		{name: "bad seed", args: func(out string) []string {
 			seed := filepath.Join(t.TempDir(), "seed.yaml")
 			require.NoError(t, os.WriteFile(seed, []byte("cluster: demo\netcd:\n  clientPortt: 1\n"), 0o600))

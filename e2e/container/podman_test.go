@@ -77,7 +77,7 @@ func loadImage(t *testing.T) string {
 	version := "ctest-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, err := image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules,
-		Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
+		Init:   testenv.Bin(t, "init"), // and its own etcd
 		Format: image.FormatOCI, Output: tar, Version: version,
 		Compression: image.CompressionFast, // a container does not unpack an initrd
 	})

@@ -127,7 +127,7 @@ func buildImage(t *testing.T, mac net.HardwareAddr) (pkiDir, img string) {
 	img = filepath.Join(dir, "etcdbox.img")
 	_, err = image.Build(context.Background(), image.Config{
 		Kernel: vmlinuz, Modules: modules,
-		Etcd: testenv.Bin(t, "etcd"), Init: testenv.Bin(t, "init"),
+		Init:       testenv.Bin(t, "init"), // and its own etcd
 		Bootloader: testenv.Bootloader(t),
 		Seed:       seedPath, Output: img, Version: "vnet-test",
 		Compression: image.CompressionFast, // the e2e tier boots the default

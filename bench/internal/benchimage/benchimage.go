@@ -1,6 +1,6 @@
 // Package benchimage is the image configuration the bench programs build
 // their images from, ours and the floor's alike: the same kernel,
-// modules, etcd and bootloader, so that two images differ only in what
+// modules, etcd version and bootloader, so that two images differ only in what
 // each program sets on top (/init, a seed, the command line).
 package benchimage
 

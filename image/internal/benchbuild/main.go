@@ -40,7 +40,7 @@ func run(ctx context.Context) error {
 		n       = flag.Int("n", 5, "number of builds")
 		out     = flag.String("o", "out/bench.img", "where the last image is left")
 		sysroot = flag.String("sysroot", ".cache/sysroot", "root holding the kernel, modules and systemd-boot")
-		etcd    = flag.String("etcd", "bin/etcd", "etcd server binary")
+		etcd    = flag.String("etcd", "", "etcd server binary (empty: the init's own)")
 		initBin = flag.String("init", "bin/init", "etcdbox init binary")
 		formats = flag.String("formats", "", "other formats to build beside raw in each round, comma-separated (qcow2,vhd,gce,vmdk,oci)")
 	)
