@@ -24,8 +24,9 @@ printf 'raw image allocated: %d bytes (%d MiB)\n' "$allocated" $((allocated >> 2
 kernel=$(find "$sysroot/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
 kbytes=$(stat -c %s "$kernel")
 ibytes=$(stat -c %s bin/init)
+ebytes=$(stat -c %s bin/etcd)
 printf 'kernel:              %d bytes (%s)\n' "$kbytes" "$(basename "$kernel")"
-printf '/init binary:        %d bytes\n' "$ibytes"
+printf '/init binary:        %d bytes (it carries etcd; upstream etcd alone, stripped: %d bytes)\n' "$ibytes" "$ebytes"
 
 # What /init and upstream etcd are made of, module by module (issue 17):
 # bench/binsize needs the symbol table, so both are built again unstripped.
@@ -38,6 +39,9 @@ echo "== /init by module (top 15)"
 "$out/binsize" -n 15 "$out/init.unstripped"
 echo "== etcd by module (top 15)"
 "$out/binsize" -n 15 "$out/etcd.unstripped"
+# /init links etcd (init/runetcd.go): what it has beyond etcd is the init.
+echo "== /init beyond etcd, by module (top 15)"
+"$out/binsize" -n 15 -minus "$out/etcd.unstripped" "$out/init.unstripped"
 
 [ -n "${BENCH_JSON_DIR:-}" ] || exit 0
 # The figures above, for bench.json (bench/figures record).
@@ -59,6 +63,7 @@ rec -key build.initrd -name "initrd, compressed" -value "$(mib "$initrd")" -unit
 rec -key build.initrd-fast -name "initrd, compressed (--compression fast)" -value "$(mib "$fastinitrd")" -unit MiB \
 	-ref "the initrd uncompressed" -refvalue "$(mib "$unpacked")"
 rec -key build.initrd-uncompressed -name "initrd, uncompressed" -value "$(mib "$unpacked")" -unit MiB -goal "as small as the parts allow"
-rec -key build.init-binary -name "/init binary" -value "$(mib "$ibytes")" -unit MiB -goal "drop what the init does not use"
+rec -key build.init-binary -name "/init binary, which carries etcd" -value "$(mib "$ibytes")" -unit MiB -goal "drop what the init does not use" \
+	-ref "upstream etcd alone, stripped" -refvalue "$(mib "$ebytes")"
 rec -key build.raw-allocated -name "raw image, allocated" -value "$(mib "$allocated")" -unit MiB \
 	-ref "its apparent size" -refvalue "$(mib "$apparent")"

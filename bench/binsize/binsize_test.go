@@ -127,3 +127,43 @@ func TestBinary(t *testing.T) {
 		t.Errorf("table:\n%s", text)
 	}
 }
+
+// TestBeyond keeps the modules that grew against the base, by how much,
+// with their shares of the growth; a module that shrank or stayed is not
+// listed.
+func TestBeyond(t *testing.T) {
+	a := &summary{Binary: "a", FileBytes: 300, Modules: []row{
+		{Name: "std", Bytes: 100, Code: 80, Data: 20},
+		{Name: "shrank", Bytes: 50, Code: 50},
+		{Name: "same", Bytes: 7, Code: 7},
+		{Name: "new", Bytes: 30, Code: 10, Data: 20},
+	}}
+	base := &summary{Binary: "base", FileBytes: 200, Modules: []row{
+		{Name: "std", Bytes: 90, Code: 75, Data: 15},
+		{Name: "shrank", Bytes: 60, Code: 60},
+		{Name: "same", Bytes: 7, Code: 7},
+	}}
+	got := beyond(a, base, 0)
+	want := []row{
+		{Name: "new", Bytes: 30, Code: 10, Data: 20, Share: 0.75},
+		{Name: "std", Bytes: 10, Code: 5, Data: 5, Share: 0.25},
+	}
+	if len(got.Modules) != len(want) {
+		t.Fatalf("rows %+v, want %+v", got.Modules, want)
+	}
+	for i := range want {
+		if got.Modules[i] != want[i] {
+			t.Errorf("row %d: %+v, want %+v", i, got.Modules[i], want[i])
+		}
+	}
+	if got.Attributed != 40 || got.Minus != "base" || got.MinusFileBytes != 200 {
+		t.Errorf("attributed %d, minus %q (%d bytes); want 40, base (200)", got.Attributed, got.Minus, got.MinusFileBytes)
+	}
+	var out bytes.Buffer
+	if err := printTable(&out, got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "beyond base") || !strings.Contains(out.String(), "0.00 MB of code and data beyond base; file bytes of all: 0.00 MB against 0.00 MB") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}

@@ -14,6 +14,10 @@
 //
 //	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -o /tmp/init ./init
 //	go run ./bench/binsize -n 15 /tmp/init
+//
+// With -minus BASE it prints instead what the binary has beyond another
+// one, module by module: the modules that grew, by how much. /init links
+// etcd (init/runetcd.go), so `-minus etcd` is what the init itself costs.
 package main
 
 import (
@@ -54,6 +58,10 @@ type summary struct {
 	NoDWARF      bool              `json:"no_dwarf,omitempty"`
 	Modules      []row             `json:"modules"`
 	Packages     []row             `json:"packages,omitempty"`
+	// Minus is -minus's binary; Modules and Packages are then what grew
+	// beyond it, and Attributed their sum.
+	Minus          string `json:"minus,omitempty"`
+	MinusFileBytes uint64 `json:"minus_file_bytes,omitempty"`
 }
 
 // run parses args, reads the binary and prints its table to stdout.
@@ -63,8 +71,9 @@ func run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 15, "rows to print; 0 for all")
 	pkgs := fs.Bool("packages", false, "also print the top packages")
 	asJSON := fs.Bool("json", false, "print JSON")
+	minus := fs.String("minus", "", "print what the binary has beyond this one (also built without -s -w)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: binsize [-n N] [-packages] [-json] <go binary built without -s -w>")
+		fmt.Fprintln(stderr, "usage: binsize [-n N] [-packages] [-json] [-minus BASE] <go binary built without -s -w>")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +88,13 @@ func run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sum := summarise(fs.Arg(0), s, *n, *pkgs)
+	if *minus != "" {
+		bs, err := readSizes(*minus)
+		if err != nil {
+			return err
+		}
+		sum = beyond(summarise(fs.Arg(0), s, 0, *pkgs), summarise(*minus, bs, 0, *pkgs), *n)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -128,6 +144,40 @@ func summarise(path string, s *sizes, n int, pkgs bool) *summary {
 	return sum
 }
 
+// beyond returns a's summary with its rows replaced by what each module
+// (and package) has beyond base: the rows that grew, by how much, the top
+// n, with their shares of the growth. a and base hold every row.
+func beyond(a, base *summary, n int) *summary {
+	diff := func(rows, baseRows []row) (map[string]*row, uint64) {
+		was := map[string]row{}
+		for _, r := range baseRows {
+			was[r.Name] = r
+		}
+		out, total := map[string]*row{}, uint64(0)
+		for _, r := range rows {
+			b := was[r.Name]
+			if r.Bytes <= b.Bytes {
+				continue
+			}
+			d := &row{Name: r.Name, Bytes: r.Bytes - b.Bytes,
+				Code: r.Code - min(r.Code, b.Code), Data: r.Data - min(r.Data, b.Data), Types: r.Types - min(r.Types, b.Types)}
+			out[r.Name] = d
+			total += d.Bytes
+		}
+		return out, total
+	}
+	s := *a
+	s.Minus, s.MinusFileBytes = base.Binary, base.FileBytes
+	mods, total := diff(a.Modules, base.Modules)
+	s.Attributed = total
+	s.Modules = top(mods, total, n)
+	if a.Packages != nil {
+		pkgs, ptotal := diff(a.Packages, base.Packages)
+		s.Packages = top(pkgs, ptotal, n)
+	}
+	return &s
+}
+
 // top returns the n largest rows of m, by bytes then name, with their
 // share of total.
 func top(m map[string]*row, total uint64, n int) []row {
@@ -163,6 +213,20 @@ func printTable(w io.Writer, s *summary) error {
 			fmt.Fprintf(tw, "%s\t%6s\t%5.1f%%\t%7s\t%7s\n", r.Name, mb(r.Bytes), 100*r.Share, mb(r.Code), mb(r.Data))
 		}
 		fmt.Fprintf(tw, "total attributed\t%6s\t%5.1f%%\t\t\n", mb(s.Attributed), 100.0)
+	}
+	if s.Minus != "" {
+		fmt.Fprintf(tw, "beyond %s\n", s.Minus)
+		table("module", s.Modules)
+		if len(s.Packages) > 0 {
+			fmt.Fprintln(tw)
+			table("package", s.Packages)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "%s MB of code and data beyond %s; file bytes of all: %s MB against %s MB\n",
+			mb(s.Attributed), s.Minus, mb(s.FileBytes), mb(s.MinusFileBytes))
+		return err
 	}
 	table("module", s.Modules)
 	if len(s.Packages) > 0 {
