@@ -209,31 +209,47 @@ func selfRSS() string {
 	if err != nil {
 		return "?"
 	}
-	return rssOf(string(b))
+	rollup, _ := os.ReadFile("/proc/self/smaps_rollup") // "" without it
+	return rssOf(string(b), string(rollup))
 }
 
 // rssOf reads VmRSS from a /proc/PID/status text, in KiB, with its anon,
-// file and shmem parts: "30004 KiB (anon 10800, file 4, shmem 19200)".
-// The pages of /init's own binary that are mapped (the kernel maps 64 KiB
-// around each fault) are file pages in a container and shmem in the
-// appliance, whose root is the initramfs on tmpfs: there they are in
-// memory whether mapped or not.
-func rssOf(status string) string {
+// file and shmem parts, and the proportional set size from a
+// /proc/PID/smaps_rollup text: "30004 KiB (anon 10800, file 4, shmem
+// 19200; pss 21000)". The pages of /init's own binary that are mapped
+// (the kernel maps 64 KiB around each fault) are file pages in a
+// container and shmem in the appliance, whose root is the initramfs on
+// tmpfs: there they are in memory whether mapped or not. etcd runs from
+// the same file (runetcd.go), and the PSS counts a page both map half to
+// each: the init's share of the memory.
+func rssOf(status, rollup string) string {
+	fields := procFields(status)
+	rss, ok := fields["VmRSS"]
+	if !ok {
+		return "?"
+	}
+	anon, ok := fields["RssAnon"]
+	if !ok {
+		return rss + " KiB"
+	}
+	out := fmt.Sprintf("%s KiB (anon %s, file %s, shmem %s", rss, anon, fields["RssFile"], fields["RssShmem"])
+	if pss, ok := procFields(rollup)["Pss"]; ok {
+		out += "; pss " + pss
+	}
+	return out + ")"
+}
+
+// procFields reads the "Key:   value kB" lines of a /proc text, the
+// values without their unit.
+func procFields(text string) map[string]string {
 	fields := map[string]string{}
-	for line := range strings.Lines(status) {
+	for line := range strings.Lines(text) {
 		k, v, ok := strings.Cut(line, ":")
 		if ok {
 			fields[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
 		}
 	}
-	rss, ok := fields["VmRSS"]
-	if !ok {
-		return "?"
-	}
-	if anon, ok := fields["RssAnon"]; ok {
-		return fmt.Sprintf("%s KiB (anon %s, file %s, shmem %s)", rss, anon, fields["RssFile"], fields["RssShmem"])
-	}
-	return rss + " KiB"
+	return fields
 }
 
 // isLearner reports whether the local member answers a status request as

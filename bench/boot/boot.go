@@ -32,6 +32,11 @@ const (
 // "etcdbox: etcd ready (...)" console line.
 var readyRSS = regexp.MustCompile(`init rss (\d+) KiB`)
 
+// readyPSS matches the proportional set size in the same line's parts
+// ("; pss N"): the init's share of the pages it maps, halving those etcd
+// maps too (they run from the same file).
+var readyPSS = regexp.MustCompile(`; pss (\d+)\)`)
+
 // variant is one of the images a run compares.
 type variant struct {
 	name   string
@@ -50,6 +55,7 @@ type sample struct {
 	init    time.Duration // QEMU start to initMarker; 0 when not seen
 	healthy time.Duration // QEMU start to the first successful read
 	rssKiB  int64         // init's VmRSS at "etcd ready"; -1 when not printed
+	pssKiB  int64         // init's Pss at "etcd ready"; -1 when not printed
 	err     error
 }
 
@@ -84,7 +90,7 @@ func variants(im images) ([]variant, error) {
 // and stops QEMU. The clock starts when qemu.Start is called (overlay and
 // UEFI variables included, a few milliseconds alike for both).
 func (o options) boot(ctx context.Context, v variant, round int, dir string) sample {
-	s := sample{variant: v.name, round: round, rssKiB: -1}
+	s := sample{variant: v.name, round: round, rssKiB: -1, pssKiB: -1}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	code := filepath.Join(o.sysroot, "usr/share/OVMF/OVMF_CODE_4M.fd")
@@ -151,6 +157,9 @@ func (o options) boot(ctx context.Context, v variant, round int, dir string) sam
 		if m, err := vm.WaitConsole(rctx, 0, v.ready); err == nil {
 			if sub := readyRSS.FindStringSubmatch(m.Line); sub != nil {
 				s.rssKiB, _ = strconv.ParseInt(sub[1], 10, 64)
+			}
+			if sub := readyPSS.FindStringSubmatch(m.Line); sub != nil {
+				s.pssKiB, _ = strconv.ParseInt(sub[1], 10, 64)
 			}
 		}
 	}

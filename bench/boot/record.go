@@ -28,6 +28,10 @@ func record(by map[string]summary) error {
 	add("boot.kernel-at", "QEMU start to the kernel (firmware and systemd-boot)", ours.kernel, "s", "off the upgrade path", "", stats.Summary{})
 	rss := stats.Summary{N: ours.rss.N, Median: ours.rss.Median / 1024}
 	add("boot.init-rss", "init's RSS once etcd is ready", rss, "MiB", "<= 15 MiB", "", stats.Summary{})
+	if ours.pss.N > 0 {
+		pss := stats.Summary{N: ours.pss.N, Median: ours.pss.Median / 1024}
+		add("boot.init-pss", "init's PSS once etcd is ready (pages shared with etcd counted half)", pss, "MiB", "", "its RSS", rss)
+	}
 	if nometa.healthy.N > 0 {
 		add("boot.probe", "boot to healthy with the cloud metadata probe, outside any cloud", ours.healthy, "s", "", "the probe off (nometa)", nometa.healthy)
 	}

@@ -96,6 +96,9 @@ func report(w io.Writer, samples []sample) {
 	fmt.Fprintf(w, "ratio ours/floor, boot to healthy (medians): %s\n", stats.Ratio(ours.healthy, floor.healthy))
 	fmt.Fprintf(w, "ratio ours/floor, /init->healthy (medians):  %s\n", stats.Ratio(ours.after, floor.after))
 	fmt.Fprintf(w, "init rss once etcd is ready: %s\n", ours.rss.Format("%.0f KiB"))
+	if ours.pss.N > 0 {
+		fmt.Fprintf(w, "init pss once etcd is ready (pages shared with etcd counted half): %s\n", ours.pss.Format("%.0f KiB"))
+	}
 	if nometa.healthy.N > 0 {
 		fmt.Fprintf(w, "cloud metadata probe outside any cloud: ours/nometa, boot to healthy (medians): %s; %s\n",
 			stats.Ratio(ours.healthy, nometa.healthy), probeCost(ours.after, nometa.after))
@@ -103,15 +106,16 @@ func report(w io.Writer, samples []sample) {
 }
 
 // summary is one image's boots summarised: boot to healthy, kernel at,
-// /init at, /init->healthy (seconds) and the init's rss at ready (KiB).
-type summary struct{ healthy, kernel, init, after, rss stats.Summary }
+// /init at, /init->healthy (seconds) and the init's rss and pss at ready
+// (KiB).
+type summary struct{ healthy, kernel, init, after, rss, pss stats.Summary }
 
 // summarise summarises the samples of each image by its name.
 func summarise(samples []sample) map[string]summary {
 	by := map[string]summary{}
 	for _, name := range []string{"ours", "floor", "nometa"} {
 		var healthy, kernel, start, after []time.Duration
-		var rss []float64
+		var rss, pss []float64
 		for _, s := range samples {
 			if s.variant != name {
 				continue
@@ -127,8 +131,11 @@ func summarise(samples []sample) map[string]summary {
 			if s.rssKiB >= 0 {
 				rss = append(rss, float64(s.rssKiB))
 			}
+			if s.pssKiB >= 0 {
+				pss = append(pss, float64(s.pssKiB))
+			}
 		}
-		by[name] = summary{stats.Durations(healthy), stats.Durations(kernel), stats.Durations(start), stats.Durations(after), stats.Of(rss)}
+		by[name] = summary{stats.Durations(healthy), stats.Durations(kernel), stats.Durations(start), stats.Durations(after), stats.Of(rss), stats.Of(pss)}
 	}
 	return by
 }
