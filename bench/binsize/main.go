@@ -216,17 +216,6 @@ func printTable(w io.Writer, s *summary) error {
 	}
 	if s.Minus != "" {
 		fmt.Fprintf(tw, "beyond %s\n", s.Minus)
-		table("module", s.Modules)
-		if len(s.Packages) > 0 {
-			fmt.Fprintln(tw)
-			table("package", s.Packages)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(w, "%s MB of code and data beyond %s; file bytes of all: %s MB against %s MB\n",
-			mb(s.Attributed), s.Minus, mb(s.FileBytes), mb(s.MinusFileBytes))
-		return err
 	}
 	table("module", s.Modules)
 	if len(s.Packages) > 0 {
@@ -234,6 +223,11 @@ func printTable(w io.Writer, s *summary) error {
 		table("package", s.Packages)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s.Minus != "" {
+		_, err := fmt.Fprintf(w, "%s MB of code and data beyond %s; file bytes of all: %s MB against %s MB\n",
+			mb(s.Attributed), s.Minus, mb(s.FileBytes), mb(s.MinusFileBytes))
 		return err
 	}
 	var sections, unattr uint64
