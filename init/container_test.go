@@ -86,10 +86,14 @@ type cnode struct {
 	tune seed.Etcd
 	// bin is the init to run (default: buildInit's); env is added to
 	// its environment.
-	bin  string
-	env  []string
-	out  testenv.Buffer
-	cmd  *exec.Cmd
+	bin string
+	env []string
+	out testenv.Buffer
+	cmd *exec.Cmd
+	// proc is cmd under the reaper: the test process reaps every child
+	// once a test started one through supervise, so exec.Cmd.Wait could
+	// find its child already gone.
+	proc *supervise.Process
 	done chan struct{}
 }
 
@@ -166,22 +170,24 @@ func (n *cnode) start() {
 		"--etcd", etcd, "--listen-ip", "127.0.0.1")
 	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
-	require.NoError(t, n.cmd.Start())
+	proc, err := supervise.Start(n.cmd)
+	require.NoError(t, err)
+	n.proc = proc
 	n.done = make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	go func() { _ = proc.Wait(); close(n.done) }()
 	t.Cleanup(func() { n.stop() })
 }
 
 // stop sends SIGTERM and waits for init to exit.
 func (n *cnode) stop() {
-	if n.cmd == nil || n.cmd.Process == nil {
+	if n.proc == nil {
 		return
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	_ = n.proc.Signal(syscall.SIGTERM)
 	select {
 	case <-n.done:
 	case <-time.After(45 * time.Second):
-		_ = n.cmd.Process.Kill()
+		_ = n.proc.Signal(syscall.SIGKILL)
 		<-n.done
 	}
 	if n.t.Failed() {

@@ -42,7 +42,7 @@ func TestContainerSurvivesPanics(t *testing.T) {
 			t.Fatal("the init did not exit on SIGTERM")
 		}
 		assert.Contains(t, n1.log()[from:], "shutdown complete", "the restarted shutdown handler stopped the node")
-		assert.Equal(t, 0, n1.cmd.ProcessState.ExitCode())
+		assert.Equal(t, 0, n1.proc.Status().Code)
 	})
 
 	t.Run("a required boot step that panics is fatal, and named", func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestContainerSurvivesPanics(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the init did not exit after a fatal boot step")
 		}
-		assert.Equal(t, 1, n2.cmd.ProcessState.ExitCode())
+		assert.Equal(t, 1, n2.proc.Status().Code)
 		log := n2.log()
 		assert.Contains(t, log, `panic in boot step "issue certificates": test hook`)
 		assert.Contains(t, log, `fatal: issue certificates: boot step "issue certificates" panicked`)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdbox/etcdbox/init/supervise"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,15 @@ func hostTools(t *testing.T) *Tools {
 	return &Tools{}
 }
 
+// runTool runs a program for a test through the reaper, as the code under
+// test runs e2fsprogs: once the reaper runs, it reaps every child of the
+// test process, and exec.Cmd.Wait would find its own child gone ("waitid:
+// no child processes").
+func runTool(t *testing.T, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	return supervise.CombinedOutput(t.Context(), exec.Command(name, args...))
+}
+
 // sizedFile makes a file of size bytes (sparse zeros) and returns its path.
 func sizedFile(t *testing.T, size int64) string {
 	t.Helper()
@@ -36,7 +46,7 @@ func sizedFile(t *testing.T, size int64) string {
 func mkfsHost(t *testing.T, size int64) string {
 	t.Helper()
 	p := sizedFile(t, size)
-	out, err := exec.Command(filepath.Join(DefaultToolDir, "mke2fs"), "-q", "-F", "-t", "ext4", p).CombinedOutput()
+	out, err := runTool(t, filepath.Join(DefaultToolDir, "mke2fs"), "-q", "-F", "-t", "ext4", p)
 	require.NoError(t, err, "%s", out)
 	return p
 }
@@ -198,7 +208,7 @@ func TestE2fsprogsRoundTrip(t *testing.T) {
 		size, err = ext4Size(p)
 		require.NoError(t, err)
 		assert.Equal(t, grown, size, "ext4 fills the enlarged file")
-		out, err := exec.Command(filepath.Join(DefaultToolDir, "e2fsck"), "-fn", p).CombinedOutput()
+		out, err := runTool(t, filepath.Join(DefaultToolDir, "e2fsck"), "-fn", p)
 		assert.NoError(t, err, "e2fsck -fn after growing to %d: %s", grown, out)
 	}
 }
@@ -225,7 +235,7 @@ func TestFsckReal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mkfsHost(t, 32*mib)
 			for _, req := range tt.damage {
-				out, err := exec.Command(debugfs, "-w", "-R", req, p).CombinedOutput()
+				out, err := runTool(t, debugfs, "-w", "-R", req, p)
 				require.NoError(t, err, "debugfs %s: %s", req, out)
 			}
 			res, err := tools.Fsck(p)

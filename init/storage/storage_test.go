@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,7 +85,7 @@ func (n *node) fsUUID() []byte {
 }
 
 func (n *node) fsckClean() {
-	out, err := exec.Command(filepath.Join(DefaultToolDir, "e2fsck"), "-fn", n.part()).CombinedOutput()
+	out, err := runTool(n.t, filepath.Join(DefaultToolDir, "e2fsck"), "-fn", n.part())
 	assert.NoError(n.t, err, "e2fsck -fn: %s", out)
 }
 
@@ -210,11 +209,11 @@ func TestPrepareDataRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(t, tt.data)
 			if tt.damage != nil {
-				out, err := exec.Command(filepath.Join(DefaultToolDir, "mke2fs"), "-q", "-F", "-t", "ext4", n.part()).CombinedOutput()
+				out, err := runTool(t, filepath.Join(DefaultToolDir, "mke2fs"), "-q", "-F", "-t", "ext4", n.part())
 				require.NoError(t, err, "%s", out)
 				debugfs := testenv.File(t, filepath.Join(DefaultToolDir, "debugfs"), "install e2fsprogs")
 				for _, req := range tt.damage {
-					out, err := exec.Command(debugfs, "-w", "-R", req, n.part()).CombinedOutput()
+					out, err := runTool(t, debugfs, "-w", "-R", req, n.part())
 					require.NoError(t, err, "%s", out)
 				}
 			}
