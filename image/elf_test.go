@@ -2,6 +2,7 @@ package image
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,4 +67,30 @@ func TestSharedLibsMissing(t *testing.T) {
 	_, err = sharedLibs(root, []string{"/usr/sbin/mke2fs"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "mke2fs")
+}
+
+// TestAddLibsOneCopy: two library paths that are one host file (the
+// loader under /lib64 and under /lib/x86_64-linux-gnu) become one file and
+// a relative symlink that resolves to it; other libraries stay files.
+func TestAddLibsOneCopy(t *testing.T) {
+	dir := t.TempDir()
+	ld, libc := filepath.Join(dir, "ld.so"), filepath.Join(dir, "libc.so.6")
+	require.NoError(t, os.WriteFile(ld, []byte("loader"), 0o755))
+	require.NoError(t, os.WriteFile(libc, []byte("libc"), 0o755))
+	tr := newTree()
+	require.NoError(t, addLibs(tr, map[string]string{
+		"/lib64/ld-linux-x86-64.so.2":                ld,
+		"/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": ld,
+		"/lib/x86_64-linux-gnu/libc.so.6":            libc,
+	}))
+	file := tr.nodes["lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"]
+	require.NotNil(t, file)
+	assert.True(t, file.mode.IsRegular())
+	assert.Equal(t, ld, file.src)
+	link := tr.nodes["lib64/ld-linux-x86-64.so.2"]
+	require.NotNil(t, link)
+	require.Equal(t, os.ModeSymlink, link.mode.Type(), "the second path is a link, not a second copy")
+	assert.Equal(t, "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", link.target)
+	assert.Equal(t, file.path, path.Join(path.Dir(link.path), link.target), "the link resolves to the file")
+	assert.True(t, tr.nodes["lib/x86_64-linux-gnu/libc.so.6"].mode.IsRegular())
 }

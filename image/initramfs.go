@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -162,10 +163,8 @@ func addE2fsprogs(t *tree, root string) error {
 	if err != nil {
 		return fmt.Errorf("e2fsprogs: %w", err)
 	}
-	for dest, host := range libs {
-		if err := t.file(dest, host, 0o755); err != nil {
-			return fmt.Errorf("e2fsprogs: %w", err)
-		}
+	if err := addLibs(t, libs); err != nil {
+		return fmt.Errorf("e2fsprogs: %w", err)
 	}
 	conf, err := resolveIn(root, "/etc/mke2fs.conf")
 	if err == nil {
@@ -173,6 +172,35 @@ func addE2fsprogs(t *tree, root string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("e2fsprogs: /etc/mke2fs.conf under %s: %w", root, err)
+	}
+	return nil
+}
+
+// addLibs adds the shared libraries (destination in the image -> file on
+// the host). Two destinations that are one host file (the dynamic loader is
+// both /lib64/ld-linux-x86-64.so.2, the path the programs name, and the
+// file in /lib/x86_64-linux-gnu that libc's own dependencies name) are
+// stored once: the first in path order is the file, the others relative
+// symlinks to it, as on the host. A copy would cost 215 KB of every node's
+// RAM.
+func addLibs(t *tree, libs map[string]string) error {
+	stored := map[string]string{} // host file -> its destination
+	for _, dest := range slices.Sorted(maps.Keys(libs)) {
+		host := libs[dest]
+		if first, ok := stored[host]; ok {
+			rel, err := filepath.Rel(path.Dir(path.Join("/", dest)), path.Join("/", first))
+			if err != nil {
+				return err
+			}
+			if err := t.symlink(dest, filepath.ToSlash(rel)); err != nil {
+				return err
+			}
+			continue
+		}
+		stored[host] = dest
+		if err := t.file(dest, host, 0o755); err != nil {
+			return err
+		}
 	}
 	return nil
 }
