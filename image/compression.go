@@ -27,7 +27,7 @@ const (
 	// binaries with the same standard library, gRPC and protobuf, so a
 	// window that reaches from one into the other finds etcd's code
 	// again in /init's (the initrd puts them side by side, see
-	// cpioOrder). Every boot pays the unpack; every upgrade pulls,
+	// cpioParts). Every boot pays the unpack; every upgrade pulls,
 	// writes, and (kexec) hashes the initrd, so its size counts on the
 	// upgrade path too. xz would meet a 20 MiB kernel+initrd goal but
 	// costs 2.6 s more on every boot under emulation, so it is not used.
@@ -42,10 +42,12 @@ const (
 	//
 	// The window matters only for an image given a separate etcd (another
 	// version); best stays the default, for the bytes every upgrade
-	// pulls, writes and hashes.
+	// pulls, writes and hashes. The initrd is two members compressed at
+	// once (cpioParts): /init, and the rest.
 	CompressionSmall Compression = "small"
-	// CompressionFast is zstd's default level: a third more bytes, built
-	// in a fifth of the time, for quick rebuilds while developing.
+	// CompressionFast is zstd's default level: a tenth more bytes (a
+	// third when etcd was a binary of its own), built in a tenth of the
+	// time, for quick rebuilds while developing.
 	CompressionFast Compression = "fast"
 )
 

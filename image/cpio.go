@@ -61,9 +61,15 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // order, every entry its own inode (no hard links). A directory must come
 // before what it holds. It returns the archive size.
 func writeCPIO(ctx context.Context, w io.Writer, nodes []*node, mtime int64) (int64, error) {
+	return writeCPIOFrom(ctx, w, nodes, 1, mtime)
+}
+
+// writeCPIOFrom is writeCPIO with the inodes numbered from first, so that
+// the archives of one initrd (cpioParts) do not share numbers.
+func writeCPIOFrom(ctx context.Context, w io.Writer, nodes []*node, first uint32, mtime int64) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 1<<20)
-	ino := uint32(0)
+	ino := first - 1
 	for _, n := range nodes {
 		if err := ctx.Err(); err != nil {
 			return 0, err

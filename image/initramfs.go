@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // diskTools are the programs init runs on its disk, with the package
@@ -253,8 +254,11 @@ func etcdVersion(file string) string {
 type InitrdInfo struct {
 	// Size is the length of the compressed initrd.
 	Size int64
-	// Uncompressed is the length of the cpio archive inside it.
+	// Uncompressed is the length of the cpio archives inside it.
 	Uncompressed int64
+	// Members are the compressed lengths of its members, in order: each
+	// is a zstd frame holding one whole newc archive (cpioParts).
+	Members []int64
 	// Modules lists the kernel module files it carries, relative to the
 	// modules directory.
 	Modules []string
@@ -276,43 +280,83 @@ func WriteInitrd(ctx context.Context, cfg Config, w io.Writer) (InitrdInfo, erro
 }
 
 func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch int64, c Compression) (InitrdInfo, error) {
-	cw := &countWriter{w: w}
-	zw, err := c.writer(cw)
-	if err != nil {
-		return InitrdInfo{}, err
+	parts := cpioParts(t)
+	type member struct {
+		z    bytes.Buffer
+		size int64 // of the archive inside
+		err  error
 	}
-	n, err := writeCPIO(ctx, zw, cpioOrder(t), epoch)
-	if err != nil {
-		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
+	members := make([]member, len(parts))
+	var wg sync.WaitGroup
+	ino := uint32(0)
+	for i, nodes := range parts {
+		first := ino + 1
+		ino += uint32(len(nodes))
+		m := &members[i]
+		wg.Go(func() { m.size, m.err = compressArchive(ctx, &m.z, nodes, first, epoch, c) })
 	}
-	if err := zw.Close(); err != nil {
-		return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
+	wg.Wait()
+	info := InitrdInfo{Modules: mods}
+	for _, m := range members {
+		if m.err != nil {
+			return InitrdInfo{}, fmt.Errorf("write initrd: %w", m.err)
+		}
+		if _, err := w.Write(m.z.Bytes()); err != nil {
+			return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
+		}
+		info.Members = append(info.Members, int64(m.z.Len()))
+		info.Size += int64(m.z.Len())
+		info.Uncompressed += m.size
 	}
-	return InitrdInfo{Size: cw.n, Uncompressed: n, Modules: mods}, nil
+	return info, nil
 }
 
-// goBinaries are the initramfs's two Go programs, /init and etcd. They
-// share most of their code (the standard library, gRPC, protobuf, etcd's
-// API and client), so the archive ends with them side by side, where one
-// compression window holds both: 14.5 MiB against 17.1 MiB with modules
-// and libraries between them.
+// compressArchive writes nodes as one newc archive, its inodes numbered
+// from first, compressed as c says, to w, and returns the archive's size.
+func compressArchive(ctx context.Context, w io.Writer, nodes []*node, first uint32, epoch int64, c Compression) (int64, error) {
+	zw, err := c.writer(w)
+	if err != nil {
+		return 0, err
+	}
+	n, err := writeCPIOFrom(ctx, zw, nodes, first, epoch)
+	if err != nil {
+		zw.Close()
+		return 0, err
+	}
+	return n, zw.Close()
+}
+
+// goBinaries are the initramfs's Go programs: /init and, in an image given
+// a separate etcd, etcd. They share most of their code (the standard
+// library, gRPC, protobuf, etcd's API and client), so they go in one
+// compressed member, side by side, where one compression window holds
+// both: 14.5 MiB against 17.1 MiB with modules and libraries between them.
 var goBinaries = []string{"init", "usr/bin/etcd"}
 
-// cpioOrder is t's entries in path order, the Go binaries last. Every
-// directory still comes before what it holds: the binaries' directories
-// come in path order, before them.
-func cpioOrder(t *tree) []*node {
-	all := t.sorted()
-	out := make([]*node, 0, len(all))
-	var last []*node
-	for _, n := range all {
-		if slices.Contains(goBinaries, n.path) {
-			last = append(last, n)
+// cpioParts splits t's entries, in path order, into the initrd's two
+// members: everything else, then the Go binaries. Each is a whole newc
+// archive, compressed on its own and at the same time as the other: /init
+// is two thirds of the bytes, so on two cores the build takes about as
+// long as /init alone takes to compress (2.0-2.2 s against 2.6-2.7 s for
+// one stream of the same parts, and 343 bytes more, measured on the
+// host). The kernel unpacks the members in turn (init/initramfs.c: each
+// compressed member must end on an archive's trailer, and the next
+// starts after it), as it does an early microcode archive before the
+// main one. The first member holds every directory, so each entry of
+// the second has its directory already.
+func cpioParts(t *tree) [][]*node {
+	var rest, bins []*node
+	for _, n := range t.sorted() {
+		if slices.Contains(goBinaries, n.path) && n.mode.IsRegular() {
+			bins = append(bins, n)
 			continue
 		}
-		out = append(out, n)
+		rest = append(rest, n)
 	}
-	return append(out, last...)
+	if len(bins) == 0 {
+		return [][]*node{rest}
+	}
+	return [][]*node{rest, bins}
 }
 
 // fileBytes reads a whole input file, naming it in the error.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,10 +50,18 @@ func unpackedInitrd(t *testing.T) (string, InitrdInfo) {
 		if unpacked.err = os.Mkdir(unpacked.dir, 0o755); unpacked.err != nil {
 			return
 		}
-		cmd := exec.Command("sh", "-c", "zstd -dcq \"$1\" | cpio -idm --quiet --no-absolute-filenames", "sh", gz)
-		cmd.Dir = unpacked.dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			unpacked.err = &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out}
+		// cpio stops at an archive's trailer: one cpio per member, as
+		// the kernel unpacks one member after the other.
+		var off int64
+		for _, n := range unpacked.info.Members {
+			cmd := exec.Command("sh", "-c", "tail -c +$(($2 + 1)) \"$1\" | head -c $3 | zstd -dcq | cpio -idm --quiet --no-absolute-filenames",
+				"sh", gz, strconv.FormatInt(off, 10), strconv.FormatInt(n, 10))
+			cmd.Dir = unpacked.dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				unpacked.err = &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out}
+				return
+			}
+			off += n
 		}
 	})
 	require.NoError(t, unpacked.err, "write and unpack the initrd")
