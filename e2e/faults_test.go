@@ -204,7 +204,10 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		vm, err := c.VM("n1")
 		require.NoError(t, err)
 		assert.NotContains(t, vm.Console(), "bootstrapping member", "the wiped n1 bootstrapped")
-		assert.Contains(t, vm.Console(), "promoted to a voting member")
+		// The member list (which Up waits on) can show n1 a voter
+		// before n1's console says so.
+		_, err = vm.WaitConsole(ctx, 0, "promoted to a voting member")
+		assert.NoError(t, err, "n1 says it was promoted")
 		requireKeys(ctx, t, c, keys)
 		checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
 	})

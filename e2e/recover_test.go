@@ -168,7 +168,10 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	require.NoError(t, c.WaitReady(ctx, "n2"))
 	checkSeedFrom(t, c, "n1", "Azure IMDS", "GCE metadata")
 	checkSeedFrom(t, c, "n2", "OpenStack metadata service", "")
-	assert.Contains(t, vm2.Console(), "promoted to a voting member")
+	// As with n1: the member list can show n2 a voter before its
+	// console line is out.
+	_, err = vm2.WaitConsole(ctx, 0, "promoted to a voting member")
+	assert.NoError(t, err, "n2 says it was promoted")
 	checkOneCluster(ctx, t, c, []string{"n1", "n2", "n3"})
 
 	// The same command again: a no-op that says so.
