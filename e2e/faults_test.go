@@ -164,7 +164,9 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		assert.Contains(t, console, "removing stale member with this node's name or peer URL "+victim)
 		assert.Contains(t, console, "reports it unreachable", "the stale member was removed without the leader's word")
 		assert.Contains(t, console, "as learner")
-		assert.Contains(t, console, "promoted to a voting member")
+		// WaitReady saw the member list; the console line can trail it.
+		_, err = vm.WaitConsole(ctx, 0, "promoted to a voting member")
+		assert.NoError(t, err, "%s says it was promoted", victim)
 		assert.NotContains(t, console, "bootstrapping member", "the wiped node started etcd to form a cluster")
 		after := memberIDs(ctx, t, c)
 		assert.NotEqual(t, before[victim], after[victim], "the wiped node runs with its old member ID")

@@ -102,6 +102,13 @@ func testRenewal(t *testing.T, n *node, pkiDir string, rw *renewalWatch, mark in
 	<-rw.done
 	res, err := rw.w.Stop(30 * time.Second)
 	require.NoError(t, err)
+	// The init logs a renewal after it wrote the files etcd reads the
+	// new leaf from, so the console can trail the handshake that showed
+	// the leaf: give the line a bounded wait.
+	renewals := func() int { return strings.Count(n.vm.Console()[mark:], "etcdbox: pki: leaves renewed") }
+	for end := time.Now().Add(30 * time.Second); renewals() < rw.seen()-1 && time.Now().Before(end); {
+		time.Sleep(250 * time.Millisecond) // polling interval, bounded by end
+	}
 	console := n.vm.Console()[mark:]
 	t.Logf("leaves of %s: %d server certificates seen, %d renewals logged; writer %d puts, %d failed", renewLife, rw.seen(), strings.Count(console, "etcdbox: pki: leaves renewed"), res.Acked, res.Failed)
 	assert.GreaterOrEqual(t, rw.seen(), 4, "the server leaf renewed three times")
