@@ -166,6 +166,9 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	require.NoError(t, c.SetSeedSource("n2", "openstack"))
 	require.NoError(t, c.Start(ctx, "n2"))
 	require.NoError(t, c.WaitReady(ctx, "n2"))
+	// The VM that refused has exited; this is the one just started.
+	vm2, err = c.VM("n2")
+	require.NoError(t, err)
 	checkSeedFrom(t, c, "n1", "Azure IMDS", "GCE metadata")
 	checkSeedFrom(t, c, "n2", "OpenStack metadata service", "")
 	// As with n1: the member list can show n2 a voter before its
