@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +37,28 @@ func stopWriter(t *testing.T, w *kvwriter.Writer) kvwriter.Result {
 	res, err := w.Stop(30 * time.Second)
 	require.NoError(t, err)
 	assert.Positive(t, res.Acked, "the writer had no write acknowledged")
-	assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is not linearizable: an acknowledged write was lost")
+	if got := res.Check(3 * time.Minute); got != porcupine.Ok {
+		assert.Equal(t, porcupine.Ok, got, "the writer's history is not linearizable: an acknowledged write was lost")
+		explainHistory(t, res)
+	}
 	return res
+}
+
+// explainHistory keeps porcupine's picture of a history it did not find
+// linearizable, and says where.
+func explainHistory(t *testing.T, res kvwriter.Result) {
+	t.Helper()
+	f, err := os.CreateTemp("", "etcdbox-e2e-history-"+strings.ReplaceAll(t.Name(), "/", "-")+"-*.html")
+	if err != nil {
+		t.Logf("keep the history: %v", err)
+		return
+	}
+	f.Close()
+	if err := res.Explain(3*time.Minute, f.Name()); err != nil {
+		t.Logf("keep the history: %v", err)
+		return
+	}
+	t.Logf("porcupine's picture of the history: %s", f.Name())
 }
 
 // putKeys writes n keys under prefix and returns them.

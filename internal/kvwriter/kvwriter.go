@@ -14,10 +14,13 @@
 // etcd timed out around a leader change (a follower forwarded it to a
 // leader that dropped it in its hand-over, and only the follower's wait
 // ends); a read that lost its leader. Only a request that fails for good
-// counts as failed. The operation spans every try, and porcupine checks
-// the history: a first try that did take effect after all, late, shows as
-// a write out of its place, so asking again can hide no lost or reordered
-// write.
+// counts as failed. A put asked again is a new operation with the next
+// value: the try that failed may still take effect at any later time,
+// even after the new one and later puts were acknowledged (etcd's
+// client spreads requests over the members, so the try that timed out on
+// one member can be committed after the retry through another), so it
+// is recorded as unknown, like any failed put. A read asked again is one
+// operation spanning its tries: reads change nothing.
 package kvwriter
 
 import (
@@ -180,25 +183,14 @@ func (w *Writer) key(i int) string { return w.prefix + strconv.Itoa(i) }
 func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
 
 func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, other string) {
-	for v := 1; ctx.Err() == nil; v++ {
+	put := func(ctx context.Context, v int) error { _, err := cli.Put(ctx, key, strconv.Itoa(v)); return err }
+	for v := 0; ctx.Err() == nil; {
+		v = w.put(ctx, id, key, v, put)
+
 		call := w.now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		_, err := retry(octx, func() error { _, err := cli.Put(octx, key, strconv.Itoa(v)); return err })
-		cancel()
-		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
-		if err != nil {
-			// It may still take effect, at any later time.
-			op.Output, op.Return = Output{Unknown: true}, math.MaxInt64
-			w.fail(ctx, "put", err)
-		} else {
-			op.Output, op.Return = Output{Value: v}, w.now()
-		}
-		w.record(op, err == nil)
-
-		call = w.now()
-		octx, cancel = context.WithTimeout(ctx, opTimeout)
 		var r *clientv3.GetResponse
-		_, err = retry(octx, func() error { var err error; r, err = cli.Get(octx, other); return err })
+		_, err := retry(octx, func() error { var err error; r, err = cli.Get(octx, other); return err })
 		cancel()
 		if err == nil {
 			got := 0
@@ -209,6 +201,38 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 		} else {
 			// A failed read says nothing and is left out of the history.
 			w.fail(ctx, "get", err)
+		}
+	}
+}
+
+// put writes the values after last to key, one try each, until a try is
+// acknowledged, fails for good (an error askAgain does not list, or
+// opTimeout), or ctx ends, and returns the last value it tried. Each try
+// is an operation of its own; one that failed is unknown, since it may
+// still take effect at any later time.
+func (w *Writer) put(ctx context.Context, id int, key string, last int, do func(context.Context, int) error) int {
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	for v := last + 1; ; v++ {
+		call := w.now()
+		err := do(octx, v)
+		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
+		if err == nil {
+			op.Output, op.Return = Output{Value: v}, w.now()
+			w.record(op, true)
+			return v
+		}
+		op.Output, op.Return = Output{Unknown: true}, math.MaxInt64
+		w.record(op, false)
+		if octx.Err() != nil || !askAgain[rpctypes.ErrorDesc(err)] {
+			w.fail(ctx, "put", err)
+			return v
+		}
+		select {
+		case <-octx.Done():
+			w.fail(ctx, "put", err)
+			return v
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
@@ -313,4 +337,12 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 // timeout.
 func (r Result) Check(timeout time.Duration) porcupine.CheckResult {
 	return porcupine.CheckOperationsTimeout(Model, r.History, timeout)
+}
+
+// Explain checks the history again, for up to timeout, and writes
+// porcupine's picture of it (HTML: each key's operations, and how far a
+// linearization got) to path, for a history Check did not find Ok.
+func (r Result) Explain(timeout time.Duration, path string) error {
+	_, info := porcupine.CheckOperationsVerbose(Model, r.History, timeout)
+	return porcupine.VisualizePath(Model, info, path)
 }

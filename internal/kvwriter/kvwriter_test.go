@@ -1,11 +1,16 @@
 package kvwriter
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 func put(id int, key string, v int, call, ret int64) porcupine.Operation {
@@ -46,6 +51,9 @@ func TestModel(t *testing.T) {
 		{"a value never written", []porcupine.Operation{
 			put(0, "a", 1, 0, 10), get(1, "a", 7, 11, 12),
 		}, porcupine.Illegal},
+		{"a put's failed first try may land after the retry and the next put", []porcupine.Operation{
+			failedPut(0, "a", 1, 0), put(0, "a", 2, 5, 10), put(0, "a", 3, 11, 20), get(1, "a", 1, 30, 31),
+		}, porcupine.Ok},
 		{"keys are independent", []porcupine.Operation{
 			put(0, "a", 1, 0, 10), put(1, "b", 5, 0, 10), get(0, "b", 5, 11, 12), get(1, "a", 1, 11, 12),
 		}, porcupine.Ok},
@@ -56,4 +64,36 @@ func TestModel(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestPutAsksAgainWithANewValue: a try etcd answers with an error worth
+// asking again is recorded as unknown, and the next try writes the next
+// value; an error not worth it ends the put, counted as failed.
+func TestPutAsksAgainWithANewValue(t *testing.T) {
+	w := &Writer{start: time.Now()}
+	var tried []int
+	errs := []error{rpctypes.ErrTimeout, rpctypes.ErrLeaderChanged, nil}
+	last := w.put(context.Background(), 0, "k", 4, func(_ context.Context, v int) error {
+		tried = append(tried, v)
+		err := errs[0]
+		errs = errs[1:]
+		return err
+	})
+	assert.Equal(t, 7, last)
+	assert.Equal(t, []int{5, 6, 7}, tried)
+	require.Len(t, w.hist, 3)
+	for i, op := range w.hist {
+		in, out := op.Input.(Input), op.Output.(Output)
+		assert.Equal(t, tried[i], in.Value)
+		assert.Equal(t, i < 2, out.Unknown, "try %d", i)
+		assert.Equal(t, i < 2, op.Return == math.MaxInt64, "try %d", i)
+	}
+	assert.Zero(t, w.failed, "a put acknowledged in the end did not fail")
+
+	w = &Writer{start: time.Now()}
+	last = w.put(context.Background(), 0, "k", 0, func(context.Context, int) error { return errors.New("connection refused") })
+	assert.Equal(t, 1, last)
+	require.Len(t, w.hist, 1)
+	assert.True(t, w.hist[0].Output.(Output).Unknown)
+	assert.Equal(t, 1, w.failed)
 }
