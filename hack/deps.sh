@@ -2,7 +2,8 @@
 # deps.sh installs what etcdbox's builds and tests need on a fresh Debian
 # machine, and does nothing when everything is already there.
 #
-# Host tools (QEMU, cpio, dosfstools, e2fsprogs, iproute2) come through apt.
+# Host tools (QEMU, cpio, dosfstools, e2fsprogs, iproute2, iptables) come
+# through apt.
 # The guest's parts (the Debian kernel and its modules, OVMF, systemd-boot)
 # are fetched with `apt-get download` and unpacked with `dpkg-deb -x` into a
 # cache folder: installing linux-image-amd64 would build an initrd we never
@@ -33,6 +34,8 @@ command -v fsck.vfat >/dev/null || [ -x /usr/sbin/fsck.vfat ] || need+=(dosfstoo
 [ -x /usr/sbin/mke2fs ] || need+=(e2fsprogs)
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
 command -v zstd >/dev/null || need+=(zstd)
+# kvwriter's test cuts a member off its clients by dropping its port.
+command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v depmod >/dev/null || [ -x /usr/sbin/depmod ] || need+=(kmod)
 # The container form's test runs the OCI image with podman, on runc: crun
 # refuses the hybrid cgroup layout some of these machines have.

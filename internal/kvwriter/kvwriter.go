@@ -50,6 +50,22 @@ const Prefix = "/etcdbox-kvwriter/"
 // before etcd itself answers.
 const opTimeout = 15 * time.Second
 
+// keepAliveTime and keepAliveTimeout are the clients' gRPC keepalive.
+// What matters is the timeout: with keepalive on, gRPC sets it as the
+// connection's TCP_USER_TIMEOUT, so the kernel drops a connection whose
+// sent bytes go unacknowledged that long. A member that is killed, paused
+// or cut off sends no reset; without this, a worker's request on it waits
+// out opTimeout (15 s), and since each client spreads its requests over
+// every member, all the workers soon wait on it together and the writer
+// acknowledges nothing for 15 s, which is the client's blindness, not the
+// cluster's. A live member's kernel acknowledges within milliseconds,
+// however slow its etcd. gRPC pings no more often than every 10 s, which
+// etcd's default --grpc-keepalive-min-time (5 s) allows.
+const (
+	keepAliveTime    = 10 * time.Second
+	keepAliveTimeout = 2 * time.Second
+)
+
 // Input is one operation of the history.
 type Input struct {
 	Put   bool
@@ -160,7 +176,10 @@ func Start(endpoints []string, tc *tls.Config) (*Writer, error) {
 	w.lastAck = w.start
 	for i := range endpoints {
 		order := append(append([]string{}, endpoints[i:]...), endpoints[:i]...)
-		cli, err := clientv3.New(clientv3.Config{Endpoints: order, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: order, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+			DialKeepAliveTime: keepAliveTime, DialKeepAliveTimeout: keepAliveTimeout,
+		})
 		if err != nil {
 			for _, c := range w.cli {
 				c.Close()
