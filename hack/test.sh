@@ -39,5 +39,17 @@ if [ -d e2e ]; then
 	# The one-VM tests run in two lanes after the cluster tests (which
 	# run alone); -parallel lets them all past t.Parallel, and the lanes
 	# decide (e2e/schedule_test.go).
-	go test -count=1 -timeout 80m -parallel 8 -v ./e2e
+	# A failed cluster test prints its nodes' console tails at cleanup,
+	# after its assertions; so that the end of the output, which is what
+	# a CI excerpt shows, names what failed, a failed run ends with every
+	# failure line and assertion again.
+	e2elog=$(mktemp)
+	e2e=0
+	go test -count=1 -timeout 80m -parallel 8 -v ./e2e 2>&1 | tee "$e2elog" || e2e=$?
+	if [ "$e2e" != 0 ]; then
+		echo "=== e2e failed; its failures and assertions again:"
+		grep -E -A7 '^\s*(--- FAIL|[a-z_]+_test\.go:[0-9]+: *$|Error Trace:)|panic:' "$e2elog" | grep -v '^\s*{"level"' | head -200
+	fi
+	rm -f "$e2elog"
+	exit "$e2e"
 fi
