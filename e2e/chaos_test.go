@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // TestChaos is `make chaos`: randomised faults on one 3-node cluster, for
 // as long as ETCDBOX_CHAOS says (a Go duration; unset, the test is
 // skipped, so `make test` never runs it). ETCDBOX_CHAOS_SEED replays a
-// run; the seed is logged either way.
+// run; the seed is logged either way. ETCDBOX_CHAOS_FAULTS=a,b draws only
+// the faults whose names contain a or b ("partition,disk").
 //
 // Each round draws one fault, runs it under the porcupine writer, waits
 // until all three nodes are healthy voters, and checks what clients saw
@@ -56,12 +58,13 @@ func TestChaos(t *testing.T) {
 		pause(ctx, rng, 20*time.Second)
 		require.NoError(t, c.Start(ctx, n))
 	}
-	faults := []struct {
+	type fault struct {
 		name string
 		// run injects the fault and undoes it; it returns the node whose
 		// disk it wiped, if any.
 		run func(ctx context.Context, t *testing.T) string
-	}{
+	}
+	faults := []fault{
 		{"kill a node, start it again", func(ctx context.Context, t *testing.T) string {
 			killStart(ctx, t, pick(rng, names))
 			return ""
@@ -119,6 +122,13 @@ func TestChaos(t *testing.T) {
 		}},
 	}
 
+	if only := os.Getenv("ETCDBOX_CHAOS_FAULTS"); only != "" {
+		faults = slices.DeleteFunc(faults, func(f fault) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return s != "" && strings.Contains(f.name, s) })
+		})
+		require.NotEmpty(t, faults, "ETCDBOX_CHAOS_FAULTS=%q names no fault", only)
+	}
+
 	end := time.Now().Add(total)
 	for round := 1; time.Now().Before(end); round++ {
 		f := faults[rng.IntN(len(faults))]
@@ -129,7 +139,11 @@ func TestChaos(t *testing.T) {
 			wiped := f.run(ctx, t)
 			require.NoError(t, c.WaitReady(ctx), "the cluster did not come back whole")
 			res := stopWriter(t, w)
-			t.Logf("writer: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+			t.Logf("writer: %d acknowledged puts, %d failed requests, longest gap %s ending %s",
+				res.Acked, res.Failed, res.Gap.Round(10*time.Millisecond), res.GapEnd.UTC().Format("15:04:05.000"))
+			for _, e := range res.Errors {
+				t.Logf("writer: %s", e)
+			}
 			checkOneCluster(ctx, t, c, names)
 			assert.Equal(t, clusterID, clusterIDOf(ctx, t, c, "n1"), "the cluster ID changed")
 			now := memberIDs(ctx, t, c)

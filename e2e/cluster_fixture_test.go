@@ -106,11 +106,13 @@ func startCluster(t *testing.T, cfg cluster.Config, n int) *running {
 	r := &running{c}
 	if c != nil {
 		t.Cleanup(func() {
-			if t.Failed() {
+			if t.Failed() || os.Getenv("ETCDBOX_E2E_KEEP") != "" {
 				keep := keepDir(t)
 				for _, node := range r.Nodes() {
 					if vm, err := r.VM(node.Name); err == nil {
-						t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
+						if t.Failed() {
+							t.Logf("console of %s (last 120 lines):\n%s", node.Name, vm.ConsoleTail(120))
+						}
 						if keep != "" {
 							_ = os.WriteFile(filepath.Join(keep, node.Name+".console.log"), []byte(vm.Console()), 0o644)
 						}
@@ -133,9 +135,14 @@ func startCluster(t *testing.T, cfg cluster.Config, n int) *running {
 }
 
 // keepDir makes a directory outside the test's temporary ones, for what a
-// failed test leaves to read afterwards; "" when it cannot.
+// failed test (or any, with ETCDBOX_E2E_KEEP set) leaves to read
+// afterwards; "" when it cannot.
 func keepDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "etcdbox-e2e-failed-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	what := "failed"
+	if !t.Failed() {
+		what = "kept"
+	}
+	dir, err := os.MkdirTemp("", "etcdbox-e2e-"+what+"-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
 	if err != nil {
 		t.Logf("keep consoles: %v", err)
 		return ""

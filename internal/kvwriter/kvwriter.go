@@ -145,6 +145,7 @@ type Writer struct {
 	hist    []porcupine.Operation
 	lastAck time.Time
 	gap     time.Duration
+	gapEnd  time.Time
 	failed  int
 	errs    []string
 	slowest time.Duration
@@ -155,8 +156,10 @@ type Result struct {
 	History []porcupine.Operation
 	// Acked is the number of acknowledged puts.
 	Acked int
-	// Gap is the longest time without an acknowledged put.
-	Gap time.Duration
+	// Gap is the longest time without an acknowledged put; GapEnd is
+	// when it ended (the wall clock, to set beside a node's log).
+	Gap    time.Duration
+	GapEnd time.Time
 	// Failed is the number of puts and gets that returned an error: what
 	// a client of the cluster would have seen fail. Errors are the first
 	// of them, with when they came.
@@ -304,7 +307,9 @@ func (w *Writer) record(op porcupine.Operation, ackedWrite bool) {
 	if ackedWrite {
 		w.slowest = max(w.slowest, time.Duration(op.Return-op.Call))
 		now := time.Now()
-		w.gap = max(w.gap, now.Sub(w.lastAck))
+		if d := now.Sub(w.lastAck); d > w.gap {
+			w.gap, w.gapEnd = d, now
+		}
 		w.lastAck = now
 	}
 }
@@ -343,7 +348,7 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 		}
 		w.hist = append(w.hist, porcupine.Operation{ClientId: i, Input: Input{Key: w.key(i)}, Call: call, Output: Output{Value: got}, Return: w.now()})
 	}
-	res := Result{History: w.hist, Gap: w.gap, Failed: w.failed, Errors: w.errs, Slowest: w.slowest}
+	res := Result{History: w.hist, Gap: w.gap, GapEnd: w.gapEnd, Failed: w.failed, Errors: w.errs, Slowest: w.slowest}
 	for _, op := range w.hist {
 		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
 			res.Acked++

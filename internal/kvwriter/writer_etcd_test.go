@@ -112,5 +112,6 @@ func TestWriterLeavesASilentMember(t *testing.T) {
 	stopped = true
 	require.NoError(t, err)
 	assert.Less(t, res.Gap, 6*time.Second, "longest time without an acknowledged put, with m1 silent")
+	assert.WithinRange(t, res.GapEnd, w.start.Add(res.Gap), time.Now(), "when the longest gap ended")
 	assert.Equal(t, porcupine.Ok, res.Check(time.Minute), "history not linearizable")
 }
