@@ -138,6 +138,16 @@ func TestChaos(t *testing.T) {
 			w := startWriter(t, c)
 			wiped := f.run(ctx, t)
 			require.NoError(t, c.WaitReady(ctx), "the cluster did not come back whole")
+			// A short fault can end before any put got through (a worker's
+			// request on a cut-off member waits out etcd's 7 s); the
+			// history must reach past the fault, so wait for a put
+			// acknowledged after the cluster is whole.
+			whole := time.Now()
+			wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+			waitFor(wctx, t, "a put acknowledged after the fault", func() (bool, string) {
+				return w.LastAck().After(whole), "last at " + w.LastAck().UTC().Format("15:04:05.000")
+			})
+			wcancel()
 			res := stopWriter(t, w)
 			t.Logf("writer: %d acknowledged puts, %d failed requests, longest gap %s ending %s",
 				res.Acked, res.Failed, res.Gap.Round(10*time.Millisecond), res.GapEnd.UTC().Format("15:04:05.000"))
