@@ -59,6 +59,25 @@ func Start(t *testing.T, pkiDir string, names ...string) *Cluster {
 // --quota-backend-bytes.
 func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Cluster {
 	t.Helper()
+	return StartWith(t, pkiDir, Options{Args: args}, names...)
+}
+
+// Options are StartWith's.
+type Options struct {
+	// Args are more etcd flags for every member.
+	Args []string
+	// UID runs the named members as that user (and group), so that a
+	// test can tell their packets from the others' with iptables' owner
+	// match, all members being on 127.0.0.1: every socket a process opens
+	// carries its user. Their files live in a directory of their own
+	// under the system's temporary directory, owned by that user.
+	UID map[string]uint32
+}
+
+// StartWith is Start with Options.
+func StartWith(t *testing.T, pkiDir string, o Options, names ...string) *Cluster {
+	t.Helper()
+	args := o.Args
 	if testing.Short() {
 		t.Skip("runs etcd processes; not in -short")
 	}
@@ -70,7 +89,7 @@ func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Clu
 	c := &Cluster{PKIDir: pkiDir, tls: tc}
 	var initial []string
 	for _, name := range names {
-		m := &Member{Name: name, dir: t.TempDir(), done: make(chan struct{})}
+		m := &Member{Name: name, dir: memberDir(t, name, o.UID), done: make(chan struct{})}
 		m.ClientURL = "https://127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 		m.PeerURL = "https://127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 		c.Members = append(c.Members, m)
@@ -84,6 +103,17 @@ func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Clu
 		require.NoError(t, os.WriteFile(f("node.crt"), cert, 0o600))
 		require.NoError(t, os.WriteFile(f("node.key"), key, 0o600))
 		caFile := filepath.Join(pkiDir, pki.CACertFile)
+		uid, other := o.UID[m.Name]
+		if other {
+			// Its own copy of the CA, since pkiDir is the test's.
+			b, err := os.ReadFile(caFile)
+			require.NoError(t, err)
+			caFile = f(pki.CACertFile)
+			require.NoError(t, os.WriteFile(caFile, b, 0o644))
+			for _, p := range []string{m.dir, f("node.crt"), f("node.key"), caFile} {
+				require.NoError(t, os.Chown(p, int(uid), int(uid)))
+			}
+		}
 		m.cmd = exec.Command(bin, append([]string{
 			"--name", m.Name, "--data-dir", f("data"),
 			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
@@ -95,6 +125,9 @@ func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Clu
 			"--log-outputs", f("etcd.log")}, args...)...)
 		// The etcd processes die with the test binary, even on a timeout.
 		m.cmd.SysProcAttr = testenv.DieWithTest()
+		if other {
+			m.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid}
+		}
 		require.NoError(t, m.cmd.Start())
 		go func() { m.cmd.Wait(); close(m.done) }()
 		t.Cleanup(func() {
@@ -111,6 +144,21 @@ func StartArgs(t *testing.T, pkiDir string, args []string, names ...string) *Clu
 		require.NoError(t, c.waitReady(ctx, m), "etcd %s", m.Name)
 	}
 	return c
+}
+
+// memberDir is a new directory for the member called name: the test's
+// own, or, for a member that runs as another user (uid), one under the
+// system's temporary directory, which that user can reach (the test's
+// directories are its own).
+func memberDir(t *testing.T, name string, uid map[string]uint32) string {
+	t.Helper()
+	if _, ok := uid[name]; !ok {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("", "etcdtest-"+name+"-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // waitReady polls m until it serves a linearizable read.

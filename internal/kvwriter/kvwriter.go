@@ -13,7 +13,8 @@
 // hands over leadership, or stops: it never entered the log); a request
 // etcd timed out around a leader change (a follower forwarded it to a
 // leader that dropped it in its hand-over, and only the follower's wait
-// ends); a read that lost its leader. Only a request that fails for good
+// ends); a read that lost its leader; a request on a member that has no
+// leader. Only a request that fails for good
 // counts as failed. A put asked again is a new operation with the next
 // value: the try that failed may still take effect at any later time,
 // even after the new one and later puts were acknowledged (etcd's
@@ -21,6 +22,15 @@
 // one member can be committed after the retry through another), so it
 // is recorded as unknown, like any failed put. A read asked again is one
 // operation spanning its tries: reads change nothing.
+//
+// Every request requires a leader (clientv3.WithRequireLeader): a member
+// cut off from its peers, but not from the clients, has no leader once
+// its election timeout passes, and it then refuses such a request at
+// once ("etcdserver: no leader"), where it would hold it until etcd's
+// request timeout (7 s) and answer "request timed out". The writer asks
+// again, and its client takes another member. Without it, a partition
+// shows as the clients' wait on the cut-off member, request after
+// request, not as the cluster's own unavailability.
 package kvwriter
 
 import (
@@ -205,14 +215,17 @@ func (w *Writer) key(i int) string { return w.prefix + strconv.Itoa(i) }
 func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
 
 func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, other string) {
-	put := func(ctx context.Context, v int) error { _, err := cli.Put(ctx, key, strconv.Itoa(v)); return err }
+	put := func(ctx context.Context, v int) error {
+		_, err := cli.Put(clientv3.WithRequireLeader(ctx), key, strconv.Itoa(v))
+		return err
+	}
 	for v := 0; ctx.Err() == nil; {
 		v = w.put(ctx, id, key, v, put)
 
 		call := w.now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		var r *clientv3.GetResponse
-		_, err := retry(octx, func() error { var err error; r, err = cli.Get(octx, other); return err })
+		_, err := retry(octx, func() error { var err error; r, err = cli.Get(clientv3.WithRequireLeader(octx), other); return err })
 		cancel()
 		if err == nil {
 			got := 0
@@ -269,6 +282,7 @@ var askAgain = map[string]bool{
 	rpctypes.ErrTimeoutDueToLeaderFail.Error():     true,
 	rpctypes.ErrTimeoutDueToConnectionLost.Error(): true,
 	rpctypes.ErrLeaderChanged.Error():              true,
+	rpctypes.ErrNoLeader.Error():                   true,
 }
 
 // retry calls op until it succeeds, fails with an error askAgain does not
