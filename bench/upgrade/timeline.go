@@ -240,7 +240,12 @@ func writes(hist []porcupine.Operation) []write {
 			continue
 		}
 		w := write{at: time.Duration(op.Call)}
-		if out, _ := op.Output.(kvwriter.Output); out.Unknown || op.Return == math.MaxInt64 {
+		o, _ := op.Output.(kvwriter.Output)
+		if o.Stopped {
+			// Under way when the writer stopped: no failure.
+			continue
+		}
+		if o.Unknown || op.Return == math.MaxInt64 {
 			w.failed = true
 		} else {
 			w.latency = time.Duration(op.Return - op.Call)

@@ -51,6 +51,8 @@ func TestWrites(t *testing.T) {
 		put(1, int64(sec), int64(sec+5*time.Millisecond), false),
 		{Input: kvwriter.Input{Key: "k"}, Call: int64(2 * sec), Return: int64(3 * sec), Output: kvwriter.Output{Value: 1}},
 		put(2, int64(3*sec), math.MaxInt64, true),
+		// Under way when the writer stopped: no failure, left out.
+		{Input: kvwriter.Input{Put: true, Key: "k", Value: 3}, Call: int64(4 * sec), Return: math.MaxInt64, Output: kvwriter.Output{Unknown: true, Stopped: true}},
 	})
 	assert.Equal(t, []write{{at: sec, latency: 5 * time.Millisecond}, {at: 3 * sec, failed: true}}, got)
 }

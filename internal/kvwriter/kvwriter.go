@@ -84,10 +84,14 @@ type Input struct {
 }
 
 // Output is its result; Unknown means the put failed and may or may not
-// have taken effect.
+// have taken effect. Stopped marks an unknown put that was still under
+// way when the writer stopped: no client saw it fail, so a report or a
+// picture of the run must not count it as a failure (the model treats it
+// as any unknown put).
 type Output struct {
 	Value   int
 	Unknown bool
+	Stopped bool
 }
 
 // Model is a map of registers, each key checked on its own.
@@ -257,7 +261,7 @@ func (w *Writer) put(ctx context.Context, id int, key string, last int, do func(
 			w.record(op, true)
 			return v
 		}
-		op.Output, op.Return = Output{Unknown: true}, math.MaxInt64
+		op.Output, op.Return = Output{Unknown: true, Stopped: ctx.Err() != nil}, math.MaxInt64
 		w.record(op, false)
 		if octx.Err() != nil || !askAgain[rpctypes.ErrorDesc(err)] {
 			w.fail(ctx, "put", err)

@@ -97,3 +97,25 @@ func TestPutAsksAgainWithANewValue(t *testing.T) {
 	assert.True(t, w.hist[0].Output.(Output).Unknown)
 	assert.Equal(t, 1, w.failed)
 }
+
+// TestPutCutByStop: a put still under way when the writer stops is
+// unknown, like any failed put, and marked Stopped, not counted as failed;
+// a put that fails while the writer runs is not marked.
+func TestPutCutByStop(t *testing.T) {
+	w := &Writer{start: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.put(ctx, 0, "k", 0, func(octx context.Context, _ int) error {
+		cancel() // the writer stops while the put is under way
+		<-octx.Done()
+		return octx.Err()
+	})
+	require.Len(t, w.hist, 1)
+	assert.Equal(t, Output{Unknown: true, Stopped: true}, w.hist[0].Output)
+	assert.Zero(t, w.failed)
+
+	w = &Writer{start: time.Now()}
+	w.put(context.Background(), 0, "k", 0, func(context.Context, int) error { return errors.New("connection refused") })
+	require.Len(t, w.hist, 1)
+	assert.Equal(t, Output{Unknown: true}, w.hist[0].Output)
+	assert.Equal(t, 1, w.failed)
+}
