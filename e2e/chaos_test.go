@@ -92,6 +92,16 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.Heal(ctx))
 			return ""
 		}},
+		{"cut a node one way, heal", func(ctx context.Context, t *testing.T) string {
+			// Out: it hears the others but cannot answer (a leader's
+			// heartbeats stop reaching them; a follower's acks stop).
+			// In: it is heard but hears nothing (a leader keeps sending
+			// heartbeats while it hears no quorum).
+			require.NoError(t, c.CutOneWay(ctx, rng.IntN(2) == 0, pick(rng, names)))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.Heal(ctx))
+			return ""
+		}},
 		{"power off all, start them in a random order", func(ctx context.Context, t *testing.T) string {
 			for _, n := range names {
 				require.NoError(t, c.Poweroff(ctx, n, 90*time.Second))

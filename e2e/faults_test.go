@@ -138,6 +138,39 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
+	ok = t.Run("cut the leader off one way under writes (it is heard, it hears nothing), then heal", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
+		defer cancel()
+		ids := memberIDs(ctx, t, c)
+		w := startWriter(t, c)
+		cut, term := leaderOf(ctx, t, c, "")
+		require.NoError(t, c.CutOneWay(ctx, false, cut))
+		rows, err := c.Status(ctx)
+		require.NoError(t, err)
+		for _, r := range rows {
+			want := cluster.StateRunning
+			if r.Node.Name == cut {
+				want = cluster.StatePartitioned
+			}
+			assert.Equal(t, want, r.State, "status of %s", r.Node.Name)
+		}
+		// Its heartbeats may still reach the others for a while, but it
+		// hears no quorum: it steps down, and the majority elects a
+		// leader of its own.
+		waitFor(ctx, t, "a leader in the majority", func() (bool, string) {
+			l, tm := leaderOf(ctx, t, c, cut)
+			return l != "" && l != cut && tm > term, fmt.Sprintf("leader %q term %d (was %s at %d)", l, tm, cut, term)
+		})
+		waitAcked(ctx, t, w, time.Now(), "by the majority while "+cut+" is cut off one way")
+		require.NoError(t, c.Heal(ctx))
+		require.NoError(t, c.WaitReady(ctx))
+		res := stopWriter(t, w)
+		t.Logf("writer across the one-way cut: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the one-way cut")
+		assertOneLeader(ctx, t, c)
+	})
+	require.True(t, ok, "the next faults need the cluster whole")
+
 	ok = t.Run("a replaced disk under writes: the stale member goes, the node rejoins as a learner", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()

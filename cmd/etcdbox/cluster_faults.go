@@ -36,6 +36,7 @@ type faultOptions struct {
 	timeout    time.Duration
 	grace      time.Duration
 	noWait     bool
+	oneWay     string
 }
 
 // faultVerbs are the verbs of DESIGN §9 that inject one fault, or undo
@@ -85,11 +86,23 @@ start. Everything on its DATA partition is gone.`,
 		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
 			return c.Wipe(ctx, a[0])
 		}},
-	{use: "partition NODE...", short: "Cut nodes off from the others on the network's switch, both ways", args: cobra.MinimumNArgs(1), timeout: time.Minute,
-		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, _ *faultOptions) error {
-			return c.Partition(ctx, a...)
+	{use: "partition NODE...", short: "Cut nodes off from the others on the network's switch, both ways (or one way)",
+		long: `Partition cuts the named nodes off from the other nodes on the network's
+switch, both ways; the named nodes still reach each other, and the host
+reaches every node through its forwards. --one-way cuts one direction
+only: "out" drops the named nodes' frames to the others (they hear the
+others but cannot answer), "in" the others' frames to them (they are heard
+but hear nothing). TCP needs both directions, so new connections fail
+either way, while data already under way in the open direction keeps
+arriving, unacknowledged. heal undoes both.`,
+		args: cobra.MinimumNArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, o *faultOptions) error {
+			if o.oneWay == "" {
+				return c.Partition(ctx, a...)
+			}
+			return c.CutOneWay(ctx, o.oneWay == "out", a...) // PreRunE checked it
 		}},
-	{use: "heal", short: "Undo every partition", args: cobra.NoArgs, timeout: time.Minute,
+	{use: "heal", short: "Undo every partition and one-way cut", args: cobra.NoArgs, timeout: time.Minute,
 		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, _ []string, _ *faultOptions) error {
 			return c.Heal(ctx)
 		}},
@@ -156,6 +169,14 @@ func newFaultCmds() []*cobra.Command {
 			fl.BoolVar(&o.noWait, "no-wait", false, "return once the VMs run, without waiting for their members")
 		case name == "poweroff":
 			fl.DurationVar(&o.grace, "grace", 60*time.Second, "how long the guest gets to power off before QEMU is stopped by force")
+		case name == "partition":
+			fl.StringVar(&o.oneWay, "one-way", "", `cut one direction only: "out" (the named nodes' frames to the others) or "in" (the others' frames to them)`)
+			cmd.PreRunE = func(*cobra.Command, []string) error {
+				if o.oneWay != "" && o.oneWay != "out" && o.oneWay != "in" {
+					return fmt.Errorf("--one-way %q: want out or in", o.oneWay)
+				}
+				return nil
+			}
 		}
 		cmds = append(cmds, cmd)
 	}

@@ -42,6 +42,7 @@ func TestClusterFlags(t *testing.T) {
 		{"add to nothing", []string{"cluster", "add", "--dir", empty}, "no cluster in " + empty},
 		{"status of nothing", []string{"cluster", "status", "--dir", empty}, "no cluster in " + empty},
 		{"down of nothing", []string{"cluster", "down", "--dir", empty}, "state.json is missing"},
+		{"one-way cut of no direction", []string{"cluster", "partition", "--one-way", "both", "n1", "--dir", empty}, `--one-way "both": want out or in`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := runCLI(t, tt.args...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/qemu"
+	"github.com/etcdbox/etcdbox/qemu/vnet"
 )
 
 // The fault verbs act on one node of a cluster and return once the fault
@@ -235,21 +236,8 @@ func (c *Cluster) Wipe(ctx context.Context, name string) error {
 // both ways; the named nodes still reach each other. The host still
 // reaches every node through its forwards.
 func (c *Cluster) Partition(ctx context.Context, names ...string) error {
-	if len(names) == 0 {
-		return errors.New("partition: no node named")
-	}
-	seen := map[string]bool{}
-	for _, name := range names {
-		if _, err := c.node(name); err != nil {
-			return fmt.Errorf("partition: %w", err)
-		}
-		if seen[name] {
-			return fmt.Errorf("partition: %s named twice", name)
-		}
-		seen[name] = true
-	}
-	if len(seen) == len(c.st.Nodes) {
-		return fmt.Errorf("partition %s: that is every node; name the nodes to cut off from the others", strings.Join(names, " "))
+	if err := c.checkCut("partition", names); err != nil {
+		return err
 	}
 	if err := c.net.Partition(ctx, names); err != nil {
 		return fmt.Errorf("partition: %w", err)
@@ -258,7 +246,58 @@ func (c *Cluster) Partition(ctx context.Context, names ...string) error {
 	return nil
 }
 
-// Heal undoes every partition.
+// CutOneWay cuts names off from the other nodes in one direction only:
+// with out, the frames of the named nodes to the others are dropped (they
+// hear the others but cannot answer them); otherwise the others' frames
+// to them (they are heard but hear nothing). TCP needs both directions,
+// so new connections fail both ways, while data already under way in the
+// open direction keeps arriving, unacknowledged: a half-failed link,
+// which an etcd member must survive as it survives a partition. The host
+// still reaches every node through its forwards. Heal undoes it.
+func (c *Cluster) CutOneWay(ctx context.Context, out bool, names ...string) error {
+	if err := c.checkCut("one-way cut", names); err != nil {
+		return err
+	}
+	var others []string
+	for _, n := range c.st.Nodes {
+		if !slices.Contains(names, n.Name) {
+			others = append(others, n.Name)
+		}
+	}
+	cut, what := vnet.OneWay{From: names, To: others}, "frames to"
+	if !out {
+		cut, what = vnet.OneWay{From: others, To: names}, "frames from"
+	}
+	if err := c.net.CutOneWay(ctx, cut); err != nil {
+		return fmt.Errorf("one-way cut: %w", err)
+	}
+	c.cfg.Log("network: %s: %s the other nodes dropped (one way)", strings.Join(names, ", "), what)
+	return nil
+}
+
+// checkCut refuses a partition or one-way cut of no node, of a node
+// named twice or unknown, or of every node.
+func (c *Cluster) checkCut(verb string, names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("%s: no node named", verb)
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		if _, err := c.node(name); err != nil {
+			return fmt.Errorf("%s: %w", verb, err)
+		}
+		if seen[name] {
+			return fmt.Errorf("%s: %s named twice", verb, name)
+		}
+		seen[name] = true
+	}
+	if len(seen) == len(c.st.Nodes) {
+		return fmt.Errorf("%s %s: that is every node; name the nodes to cut off from the others", verb, strings.Join(names, " "))
+	}
+	return nil
+}
+
+// Heal undoes every partition and one-way cut.
 func (c *Cluster) Heal(ctx context.Context) error {
 	if err := c.net.Partition(ctx); err != nil {
 		return fmt.Errorf("heal: %w", err)
@@ -442,6 +481,16 @@ func (c *Cluster) partitioned(ctx context.Context) map[string]bool {
 	}
 	for _, g := range st.Partition {
 		for _, name := range g {
+			out[name] = true
+		}
+	}
+	// A one-way cut marks its smaller side, the nodes it names.
+	for _, c := range st.OneWay {
+		side := c.From
+		if len(c.To) < len(c.From) {
+			side = c.To
+		}
+		for _, name := range side {
 			out[name] = true
 		}
 	}

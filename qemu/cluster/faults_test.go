@@ -52,6 +52,9 @@ func TestFaultVerbsRefuseBadInput(t *testing.T) {
 		{"partition nothing", func() error { return c.Partition(ctx) }, nil, "partition: no node named"},
 		{"partition a node twice", func() error { return c.Partition(ctx, "n1", "n1") }, nil, "partition: n1 named twice"},
 		{"partition an unknown node", func() error { return c.Partition(ctx, "n1", "x") }, ErrUnknownNode, `partition: node "x": no such node`},
+		{"cut every node one way", func() error { return c.CutOneWay(ctx, true, "n1", "n2", "n3") }, nil, "one-way cut n1 n2 n3: that is every node"},
+		{"cut nothing one way", func() error { return c.CutOneWay(ctx, false) }, nil, "one-way cut: no node named"},
+		{"cut an unknown node one way", func() error { return c.CutOneWay(ctx, true, "n4") }, ErrUnknownNode, `one-way cut: node "n4": no such node`},
 		{"remove an unknown node", func() error { return c.Remove(ctx, "n7") }, ErrUnknownNode, `remove: node "n7": no such node`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,6 +102,12 @@ func (c *Client) Partition(ctx context.Context, groups ...[]string) error {
 	return c.do(ctx, http.MethodPut, "/v1/partition", groups, nil)
 }
 
+// CutOneWay adds a one-way cut (see Network.CutOneWay); Partition with no
+// groups heals it.
+func (c *Client) CutOneWay(ctx context.Context, cut OneWay) error {
+	return c.do(ctx, http.MethodPost, "/v1/one-way", cut, nil)
+}
+
 // Shutdown stops the network and returns once it has stopped: its VMs
 // are disconnected and its switch socket is gone.
 func (c *Client) Shutdown(ctx context.Context) error {

@@ -22,6 +22,7 @@ type Status struct {
 	Hosts     []Host     `json:"hosts"`
 	SRV       []SRV      `json:"srv"` // the SetSRV override; null when generated
 	Partition [][]string `json:"partition,omitempty"`
+	OneWay    []OneWay   `json:"oneWay,omitempty"`
 	Forwards  []Forward  `json:"forwards"`
 	Stats     Stats      `json:"stats"`
 }
@@ -37,6 +38,9 @@ func (n *Network) Status() Status {
 	s.SRV = slices.Clone(n.srv)
 	for _, g := range n.groups {
 		s.Partition = append(s.Partition, slices.Clone(g))
+	}
+	for _, c := range n.oneWay {
+		s.OneWay = append(s.OneWay, OneWay{From: slices.Clone(c.From), To: slices.Clone(c.To)})
 	}
 	n.mu.Unlock()
 	return s
@@ -153,6 +157,13 @@ func (n *Network) handler(stop func(), closed <-chan struct{}) http.Handler {
 			return
 		}
 		reply(w, nil, n.Partition(groups...))
+	})
+	mux.HandleFunc("POST /v1/one-way", func(w http.ResponseWriter, r *http.Request) {
+		var c OneWay
+		if !decode(w, r, &c) {
+			return
+		}
+		reply(w, nil, n.CutOneWay(c))
 	})
 	mux.HandleFunc("POST /v1/shutdown", func(w http.ResponseWriter, r *http.Request) {
 		stop()

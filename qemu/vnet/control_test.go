@@ -37,6 +37,7 @@ func TestServeAndClient(t *testing.T) {
 
 	require.NoError(t, c.SetSRV(ctx, []SRV{{Name: "_etcd-server-ssl._tcp", Target: "ghost", Port: 2380}}))
 	require.NoError(t, c.Partition(ctx, []string{"n1"}))
+	require.NoError(t, c.CutOneWay(ctx, OneWay{From: []string{"n2"}, To: []string{"n1"}}))
 	host, err := c.Forward(ctx, "", netip.AddrPortFrom(ip1, 2379))
 	require.NoError(t, err)
 
@@ -47,6 +48,7 @@ func TestServeAndClient(t *testing.T) {
 	assert.Equal(t, []Host{{Name: "n1", MAC: mac1, IP: ip1}, {Name: "n2", MAC: mac2, IP: ip2, SkipSRV: true}}, st.Hosts)
 	assert.Equal(t, []SRV{{Name: "_etcd-server-ssl._tcp", Target: "ghost", Port: 2380}}, st.SRV)
 	assert.Equal(t, [][]string{{"n1"}}, st.Partition)
+	assert.Equal(t, []OneWay{{From: []string{"n2"}, To: []string{"n1"}}}, st.OneWay)
 	assert.Equal(t, []Forward{{Host: host, Guest: netip.AddrPortFrom(ip1, 2379)}}, st.Forwards)
 	assert.Equal(t, 1, st.Stats.Switch.Ports)
 	assert.Equal(t, uint64(1), st.Stats.DNS.Answers)
@@ -64,6 +66,8 @@ func TestServeAndClient(t *testing.T) {
 	// Errors come back as the package's sentinels.
 	assert.ErrorIs(t, c.RemoveHost(ctx, "n9"), ErrUnknownHost)
 	assert.ErrorIs(t, c.Partition(ctx, []string{"n9"}), ErrUnknownHost)
+	assert.ErrorIs(t, c.CutOneWay(ctx, OneWay{From: []string{"n9"}, To: []string{"n1"}}), ErrUnknownHost)
+	assert.ErrorContains(t, c.CutOneWay(ctx, OneWay{From: []string{"n1"}, To: []string{"n1"}}), "on both sides")
 	assert.ErrorIs(t, c.AddHost(ctx, Host{Name: "n3", MAC: mac3, IP: ip1}), ErrConflict)
 	assert.ErrorIs(t, c.RemoveForward(ctx, netip.MustParseAddrPort("127.0.0.1:1")), ErrNoForward)
 	err = c.SetSRV(ctx, []SRV{{Name: "_etcd-server-ssl._tcp.example.com.", Target: "x", Port: 1}})

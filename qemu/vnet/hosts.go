@@ -1,6 +1,7 @@
 package vnet
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -123,14 +124,15 @@ func (n *Network) SetSRV(records []SRV) error {
 // Partition splits the network: hosts in different groups exchange no
 // frames, and hosts named in no group form one more group together. The
 // gateway reaches every host (DHCP, DNS and forwards keep working).
-// Partition() with no groups heals the network.
+// Partition() with no groups heals the network: the groups and every
+// one-way cut (CutOneWay).
 func (n *Network) Partition(groups ...[]string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	seen := map[string]bool{}
 	for _, g := range groups {
 		for _, name := range g {
-			if !slices.ContainsFunc(n.hosts, func(h Host) bool { return h.Name == name }) {
+			if !n.hasHost(name) {
 				return fmt.Errorf("partition: host %q: %w", name, ErrUnknownHost)
 			}
 			if seen[name] {
@@ -143,6 +145,9 @@ func (n *Network) Partition(groups ...[]string) error {
 	for _, g := range groups {
 		n.groups = append(n.groups, slices.Clone(g))
 	}
+	if len(groups) == 0 {
+		n.oneWay = nil
+	}
 	n.applyPartition()
 	if len(groups) == 0 {
 		n.cfg.Logf("partition: healed")
@@ -152,9 +157,74 @@ func (n *Network) Partition(groups ...[]string) error {
 	return nil
 }
 
-// applyPartition turns the named groups into the switch's MAC groups.
-// Caller holds mu.
+// OneWay is a one-way cut: no frame from a host of From reaches a host of
+// To; frames the other way pass.
+type OneWay struct {
+	From []string `json:"from"`
+	To   []string `json:"to"`
+}
+
+// CutOneWay adds a one-way cut, on top of any partition and earlier cuts:
+// the frames of c.From's hosts to c.To's are dropped, as a link that
+// loses one direction does (a NIC whose transmit or receive side fails, a
+// firewall rule on one side). TCP needs both directions, so new
+// connections between them fail both ways, while data already under way
+// in the open direction still arrives, unacknowledged. The gateway is
+// never cut. Partition() heals it.
+func (n *Network) CutOneWay(c OneWay) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(c.From) == 0 || len(c.To) == 0 {
+		return errors.New("one-way cut: name the hosts on both sides")
+	}
+	for _, name := range append(slices.Clone(c.From), c.To...) {
+		if !n.hasHost(name) {
+			return fmt.Errorf("one-way cut: host %q: %w", name, ErrUnknownHost)
+		}
+	}
+	for _, name := range c.From {
+		if slices.Contains(c.To, name) {
+			return fmt.Errorf("one-way cut: host %q is on both sides", name)
+		}
+	}
+	n.oneWay = append(n.oneWay, OneWay{From: slices.Clone(c.From), To: slices.Clone(c.To)})
+	n.applyPartition()
+	n.cfg.Logf("one-way cut: %v -> %v", c.From, c.To)
+	return nil
+}
+
+func (n *Network) hasHost(name string) bool {
+	return slices.ContainsFunc(n.hosts, func(h Host) bool { return h.Name == name })
+}
+
+// hostMAC returns the MAC of the host called name. Caller holds mu.
+func (n *Network) hostMAC(name string) (mac, bool) {
+	j := slices.IndexFunc(n.hosts, func(h Host) bool { return h.Name == name })
+	if j < 0 {
+		return mac{}, false
+	}
+	return toMAC(n.hosts[j].MAC), true
+}
+
+// applyPartition turns the named groups and one-way cuts into the
+// switch's MAC groups and cuts. Caller holds mu.
 func (n *Network) applyPartition() {
+	var cuts map[cut]bool
+	for _, c := range n.oneWay {
+		for _, from := range c.From {
+			for _, to := range c.To {
+				f, ok1 := n.hostMAC(from)
+				t, ok2 := n.hostMAC(to)
+				if ok1 && ok2 {
+					if cuts == nil {
+						cuts = map[cut]bool{}
+					}
+					cuts[cut{f, t}] = true
+				}
+			}
+		}
+	}
+	n.sw.cutOneWay(cuts)
 	if len(n.groups) == 0 {
 		n.sw.partition(nil)
 		return
@@ -162,8 +232,8 @@ func (n *Network) applyPartition() {
 	m := map[mac]int{}
 	for i, g := range n.groups {
 		for _, name := range g {
-			if j := slices.IndexFunc(n.hosts, func(h Host) bool { return h.Name == name }); j >= 0 {
-				m[toMAC(n.hosts[j].MAC)] = i + 1
+			if a, ok := n.hostMAC(name); ok {
+				m[a] = i + 1
 			}
 		}
 	}

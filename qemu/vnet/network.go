@@ -54,6 +54,7 @@ type Network struct {
 	hosts               []Host
 	srv                 []SRV // nil: generated from hosts
 	groups              [][]string
+	oneWay              []OneWay
 	serial              uint32
 	forwards            map[netip.AddrPort]*forward
 	conns               map[net.Conn]struct{}

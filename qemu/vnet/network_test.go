@@ -305,6 +305,20 @@ func TestPartition(t *testing.T) {
 
 	assert.ErrorIs(t, n.Partition([]string{"n1", "n9"}), ErrUnknownHost)
 	assert.Error(t, n.Partition([]string{"n1"}, []string{"n1"}))
+
+	// A one-way cut, either way, stops TCP between them (it needs both
+	// directions); Partition() heals it too.
+	for _, c := range []OneWay{{From: []string{"n1"}, To: []string{"n2"}}, {From: []string{"n2"}, To: []string{"n1"}}} {
+		require.NoError(t, n.CutOneWay(c))
+		assert.Equal(t, []OneWay{c}, n.Status().OneWay)
+		assert.Error(t, reach(time.Second), "a peer across the one-way cut %v answered", c)
+		require.NoError(t, n.Partition())
+		assert.Empty(t, n.Status().OneWay)
+		require.NoError(t, reach(10*time.Second), "healed")
+	}
+	assert.ErrorIs(t, n.CutOneWay(OneWay{From: []string{"n1"}, To: []string{"n9"}}), ErrUnknownHost)
+	assert.ErrorContains(t, n.CutOneWay(OneWay{From: []string{"n1"}, To: []string{"n1", "n2"}}), `host "n1" is on both sides`)
+	assert.ErrorContains(t, n.CutOneWay(OneWay{From: []string{"n1"}}), "name the hosts on both sides")
 }
 
 // srvTargets returns the answer's SRV records as sorted target:port.

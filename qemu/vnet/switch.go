@@ -53,7 +53,8 @@ type SwitchStats struct {
 	// Spoofed counts frames whose source MAC differs from the first one
 	// the port sent: one port is one NIC with one address.
 	Spoofed uint64 `json:"spoofed"`
-	// Partitioned counts frames withheld by a partition.
+	// Partitioned counts frames withheld by a partition or a one-way
+	// cut.
 	Partitioned uint64 `json:"partitioned"`
 }
 
@@ -85,7 +86,8 @@ type ethSwitch struct {
 	mu    sync.Mutex
 	ports map[*port]struct{}
 	cam   map[mac]*port
-	group map[mac]int // partition: MAC to group; nil when healed
+	group map[mac]int  // partition: MAC to group; nil when healed
+	cuts  map[cut]bool // one-way cuts: frames from one MAC to another dropped
 
 	frames, dropped, spoofed, partitioned atomic.Uint64
 }
@@ -144,12 +146,26 @@ func (s *ethSwitch) partition(group map[mac]int) {
 	s.mu.Unlock()
 }
 
+// cut is a one-way cut: frames from from to to are dropped, frames the
+// other way pass.
+type cut struct{ from, to mac }
+
+// cutOneWay sets the one-way cuts; nil heals them.
+func (s *ethSwitch) cutOneWay(cuts map[cut]bool) {
+	s.mu.Lock()
+	s.cuts = cuts
+	s.mu.Unlock()
+}
+
 // allowed reports whether a frame from src may reach port q. Caller holds mu.
 func (s *ethSwitch) allowed(src mac, q *port) bool {
-	if s.group == nil || src == s.gateway || q.mac == s.gateway {
+	if src == s.gateway || q.mac == s.gateway {
 		return true
 	}
-	return s.group[src] == s.group[q.mac] // unpinned q: group of the zero MAC, 0
+	if s.cuts[cut{src, q.mac}] {
+		return false
+	}
+	return s.group == nil || s.group[src] == s.group[q.mac] // unpinned q: group of the zero MAC, 0
 }
 
 // ingress switches frame f received on port p. f must not change

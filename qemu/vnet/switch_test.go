@@ -133,3 +133,46 @@ func TestSwitchLearnsAndFilters(t *testing.T) {
 	}
 	assert.Equal(t, 2, s.stats().Ports)
 }
+
+// TestSwitchOneWayCut: a one-way cut drops the frames from one MAC to
+// another and lets the other direction and every other pair through;
+// the gateway is never cut.
+func TestSwitchOneWayCut(t *testing.T) {
+	s := newSwitch(gatewayMAC)
+	a, b, c := attachRaw(t, s), attachRaw(t, s), attachRaw(t, s)
+	gw := s.add("gateway", &gatewayMAC)
+	// Pin each port to its MAC, a's first, so that later unicasts to it
+	// do not flood.
+	a.send(broadcastMAC, macA, "hello")
+	for _, p := range []*rawPort{b, c} {
+		assert.Equal(t, "hello", string(p.recv()[14:]))
+	}
+	assert.Equal(t, "hello", string((<-gw.out)[14:]))
+	b.send(macA, macB, "b")
+	assert.Equal(t, "b", string(a.recv()[14:]))
+	c.send(macA, macC, "c")
+	assert.Equal(t, "c", string(a.recv()[14:]))
+	a.send(macB, macA, "a")
+	assert.Equal(t, "a", string(b.recv()[14:]))
+
+	s.cutOneWay(map[cut]bool{{macA, macB}: true})
+	a.send(macB, macA, "cut")
+	// a's frames are switched in order: once c has the next one, the cut
+	// one was switched too.
+	a.send(macC, macA, "to c")
+	assert.Equal(t, "to c", string(c.recv()[14:]))
+	c.send(macB, macC, "from c")
+	assert.Equal(t, "from c", string(b.recv()[14:]), "a frame from a reached b across the cut")
+	b.send(macA, macB, "back")
+	assert.Equal(t, "back", string(a.recv()[14:]), "the other direction passes")
+	a.send(broadcastMAC, macA, "all")
+	assert.Equal(t, "all", string(c.recv()[14:]))
+	c.send(macB, macC, "after the broadcast")
+	assert.Equal(t, "after the broadcast", string(b.recv()[14:]), "a broadcast from a reached b across the cut")
+	assert.Equal(t, "all", string((<-gw.out)[14:]), "the gateway is never cut")
+	assert.Equal(t, uint64(2), s.stats().Partitioned)
+
+	s.cutOneWay(nil)
+	a.send(macB, macA, "healed")
+	assert.Equal(t, "healed", string(b.recv()[14:]))
+}
