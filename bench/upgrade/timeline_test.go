@@ -45,7 +45,7 @@ func TestBands(t *testing.T) {
 
 func TestWrites(t *testing.T) {
 	put := func(v int, call, ret int64, unknown bool) porcupine.Operation {
-		return porcupine.Operation{Input: kvwriter.Input{Put: true, Key: "k", Value: v}, Call: call, Return: ret, Output: kvwriter.Output{Value: v, Unknown: unknown}}
+		return porcupine.Operation{Input: kvwriter.Input{Put: true, Key: "k", Value: v, Expect: v - 1}, Call: call, Return: ret, Output: kvwriter.Output{Value: v, Set: !unknown, Unknown: unknown}}
 	}
 	got := writes([]porcupine.Operation{
 		put(1, int64(sec), int64(sec+5*time.Millisecond), false),

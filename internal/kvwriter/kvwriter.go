@@ -3,10 +3,20 @@
 // acknowledged write was lost (with porcupine) and report the longest time
 // without an acknowledged write.
 //
-// Each worker puts increasing values to its own key through its own
+// Each worker writes increasing values to its own key through its own
 // endpoint (failing over to the others, as a client of the cluster does)
-// and reads the next worker's key. A put that fails may still take effect
-// at any later time, so it is recorded as unknown with no return time.
+// and reads the next worker's key. Each write is a compare-and-set from
+// the value the worker last knew there (a transaction: if the key holds
+// that value, put the next one, else read what it holds). A write that
+// fails may still take effect at any later time, so it is recorded as
+// unknown with no return time; but only while the key still holds the
+// value it compares, which the next write that succeeds changes for good
+// (values never repeat), and the next compare that fails says which
+// value took its place. Without the compare, a put that failed could
+// land minutes later, after any number of later puts (a member cut off
+// one way holds a proposal in its TCP send buffer until the link heals),
+// and with many such puts the checker's search has no end (porcupine gave
+// up after 3 minutes on a 20 s one-way cut).
 //
 // A request etcd answers with an error that a careful client asks again
 // is asked again, within opTimeout: a proposal raft dropped (a leader
@@ -14,14 +24,14 @@
 // etcd timed out around a leader change (a follower forwarded it to a
 // leader that dropped it in its hand-over, and only the follower's wait
 // ends); a read that lost its leader; a request on a member that has no
-// leader. Only a request that fails for good
-// counts as failed. A put asked again is a new operation with the next
-// value: the try that failed may still take effect at any later time,
-// even after the new one and later puts were acknowledged (etcd's
+// leader. Only a request that fails for good counts as failed. A write
+// asked again is a new operation with the next value, comparing the same
+// value as the try that failed: that try may still take effect (etcd's
 // client spreads requests over the members, so the try that timed out on
-// one member can be committed after the retry through another), so it
-// is recorded as unknown, like any failed put. A read asked again is one
-// operation spanning its tries: reads change nothing.
+// one member can be committed after the retry through another), so it is
+// recorded as unknown, like any failed write; if it did, the retry's
+// compare fails and the worker asks again from the value it read. A read
+// asked again is one operation spanning its tries: reads change nothing.
 //
 // Every request requires a leader (clientv3.WithRequireLeader): a member
 // cut off from its peers, but not from the clients, has no leader once
@@ -76,20 +86,26 @@ const (
 	keepAliveTimeout = 2 * time.Second
 )
 
-// Input is one operation of the history.
+// Input is one operation of the history: a read of Key, or (Put) a
+// compare-and-set of Key from Expect to Value. Expect 0 means the key
+// does not exist; values start at 1.
 type Input struct {
-	Put   bool
-	Key   string
-	Value int
+	Put    bool
+	Key    string
+	Value  int
+	Expect int
 }
 
-// Output is its result; Unknown means the put failed and may or may not
-// have taken effect. Stopped marks an unknown put that was still under
-// way when the writer stopped: no client saw it fail, so a report or a
-// picture of the run must not count it as a failure (the model treats it
-// as any unknown put).
+// Output is its result. A read's Value is what it read. A write etcd
+// answered either Set the key (Value is then the input's), or found its
+// compare false and read Value there. Unknown means the write failed and
+// may or may not have taken effect. Stopped marks an unknown write that
+// was still under way when the writer stopped: no client saw it fail, so
+// a report or a picture of the run must not count it as a failure (the
+// model treats it as any unknown write).
 type Output struct {
 	Value   int
+	Set     bool
 	Unknown bool
 	Stopped bool
 }
@@ -101,21 +117,33 @@ var nondet = &porcupine.NondeterministicModel{
 	Init: func() []any { return []any{map[string]int{}} },
 	Step: func(state, input, output any) []any {
 		st, in, out := state.(map[string]int), input.(Input), output.(Output)
+		cur := st[in.Key]
 		if !in.Put {
-			if st[in.Key] == out.Value {
+			if cur == out.Value {
 				return []any{st}
 			}
 			return nil
 		}
-		next := make(map[string]int, len(st)+1)
-		for k, v := range st {
-			next[k] = v
+		matches := cur == in.Expect
+		next := func() map[string]int {
+			n := make(map[string]int, len(st)+1)
+			for k, v := range st {
+				n[k] = v
+			}
+			n[in.Key] = in.Value
+			return n
 		}
-		next[in.Key] = in.Value
-		if out.Unknown {
-			return []any{st, next}
+		switch {
+		case out.Unknown && matches:
+			return []any{st, next()}
+		case out.Unknown:
+			return []any{st} // its compare can no longer hold
+		case out.Set && matches:
+			return []any{next()}
+		case !out.Set && !matches && cur == out.Value:
+			return []any{st}
 		}
-		return []any{next}
+		return nil
 	},
 	Equal: func(a, b any) bool {
 		x, y := a.(map[string]int), b.(map[string]int)
@@ -168,7 +196,8 @@ type Writer struct {
 // Result is what a stopped writer saw.
 type Result struct {
 	History []porcupine.Operation
-	// Acked is the number of acknowledged puts.
+	// Acked is the number of acknowledged writes: puts that set their
+	// key.
 	Acked int
 	// Gap is the longest time without an acknowledged put; GapEnd is
 	// when it ended (the wall clock, to set beside a node's log).
@@ -219,12 +248,11 @@ func (w *Writer) key(i int) string { return w.prefix + strconv.Itoa(i) }
 func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
 
 func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, other string) {
-	put := func(ctx context.Context, v int) error {
-		_, err := cli.Put(clientv3.WithRequireLeader(ctx), key, strconv.Itoa(v))
-		return err
+	put := func(ctx context.Context, expect, v int) (bool, int, error) {
+		return compareAndSet(ctx, cli, key, expect, v)
 	}
-	for v := 0; ctx.Err() == nil; {
-		v = w.put(ctx, id, key, v, put)
+	for cur, v := 0, 0; ctx.Err() == nil; {
+		cur, v = w.put(ctx, id, key, cur, v, put)
 
 		call := w.now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -244,33 +272,69 @@ func (w *Writer) work(ctx context.Context, id int, cli *clientv3.Client, key, ot
 	}
 }
 
-// put writes the values after last to key, one try each, until a try is
-// acknowledged, fails for good (an error askAgain does not list, or
-// opTimeout), or ctx ends, and returns the last value it tried. Each try
-// is an operation of its own; one that failed is unknown, since it may
-// still take effect at any later time.
-func (w *Writer) put(ctx context.Context, id int, key string, last int, do func(context.Context, int) error) int {
+// compareAndSet sets key to v if it holds expect (0: if it does not
+// exist), in one transaction that otherwise reads the key. It reports
+// whether it set the key, and the value it read when it did not.
+func compareAndSet(ctx context.Context, cli *clientv3.Client, key string, expect, v int) (bool, int, error) {
+	cmp := clientv3.Compare(clientv3.Value(key), "=", strconv.Itoa(expect))
+	if expect == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	}
+	r, err := cli.Txn(clientv3.WithRequireLeader(ctx)).If(cmp).
+		Then(clientv3.OpPut(key, strconv.Itoa(v))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return false, 0, err
+	}
+	if r.Succeeded {
+		return true, v, nil
+	}
+	got := 0
+	if len(r.Responses) > 0 {
+		if rr := r.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			got, _ = strconv.Atoi(string(rr.Kvs[0].Value))
+		}
+	}
+	return false, got, nil
+}
+
+// put writes the values after last to key, one try each, each a
+// compare-and-set from cur, the value the worker last knew in key, until
+// a try sets the key, fails for good (an error askAgain does not list, or
+// opTimeout), or ctx ends. It returns the value it then knows in key and
+// the last value it tried. Each try is an operation of its own; one that
+// failed is unknown, since it may still take effect as long as the key
+// holds cur. A try whose compare is false read the value one of those
+// took effect with: the next try compares that.
+func (w *Writer) put(ctx context.Context, id int, key string, cur, last int, do func(ctx context.Context, expect, v int) (bool, int, error)) (int, int) {
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	for v := last + 1; ; v++ {
 		call := w.now()
-		err := do(octx, v)
-		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v}, Call: call}
+		set, got, err := do(octx, cur, v)
+		op := porcupine.Operation{ClientId: id, Input: Input{Put: true, Key: key, Value: v, Expect: cur}, Call: call}
 		if err == nil {
-			op.Output, op.Return = Output{Value: v}, w.now()
-			w.record(op, true)
-			return v
+			op.Output, op.Return = Output{Value: got, Set: set}, w.now()
+			w.record(op, set)
+			if set {
+				return v, v
+			}
+			cur = got
+			if octx.Err() != nil {
+				w.fail(ctx, "put", fmt.Errorf("compare failed, and out of time: %w", octx.Err()))
+				return cur, v
+			}
+			continue
 		}
 		op.Output, op.Return = Output{Unknown: true, Stopped: ctx.Err() != nil}, math.MaxInt64
 		w.record(op, false)
 		if octx.Err() != nil || !askAgain[rpctypes.ErrorDesc(err)] {
 			w.fail(ctx, "put", err)
-			return v
+			return cur, v
 		}
 		select {
 		case <-octx.Done():
 			w.fail(ctx, "put", err)
-			return v
+			return cur, v
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -368,7 +432,7 @@ func (w *Writer) Stop(timeout time.Duration) (Result, error) {
 	}
 	res := Result{History: w.hist, Gap: w.gap, GapEnd: w.gapEnd, Failed: w.failed, Errors: w.errs, Slowest: w.slowest}
 	for _, op := range w.hist {
-		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
+		if in := op.Input.(Input); in.Put && op.Output.(Output).Set {
 			res.Acked++
 		}
 	}

@@ -194,7 +194,7 @@ func (w *Writer) keepAcking(t *testing.T, d time.Duration, what string) {
 func (w *Writer) ackGap(res Result, from, to time.Time) time.Duration {
 	var acks []time.Time
 	for _, op := range res.History {
-		if in := op.Input.(Input); in.Put && !op.Output.(Output).Unknown {
+		if in := op.Input.(Input); in.Put && op.Output.(Output).Set {
 			if at := w.start.Add(time.Duration(op.Return)); at.After(from) && at.Before(to) {
 				acks = append(acks, at)
 			}
