@@ -17,6 +17,30 @@ import (
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
+// cutOffLeader cuts the leader off the others with cut (a partition or
+// a one-way cut), checks that status shows it partitioned and the others
+// running, and waits until the majority has a leader of a higher term. It
+// returns the node cut off.
+func cutOffLeader(ctx context.Context, t *testing.T, c *cluster.Cluster, cut func(node string) error) string {
+	t.Helper()
+	node, term := leaderOf(ctx, t, c, "")
+	require.NoError(t, cut(node))
+	rows, err := c.Status(ctx)
+	require.NoError(t, err)
+	for _, r := range rows {
+		want := cluster.StateRunning
+		if r.Node.Name == node {
+			want = cluster.StatePartitioned
+		}
+		assert.Equal(t, want, r.State, "status of %s", r.Node.Name)
+	}
+	waitFor(ctx, t, "a leader in the majority", func() (bool, string) {
+		l, tm := leaderOf(ctx, t, c, node)
+		return l != "" && l != node && tm > term, fmt.Sprintf("leader %q term %d (was %s at %d)", l, tm, node, term)
+	})
+	return node
+}
+
 // faultDeadline bounds one fault and the recovery after it.
 const faultDeadline = 5 * time.Minute
 
@@ -93,29 +117,15 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 	ok = t.Run("partition the leader, then heal", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()
-		cut, term := leaderOf(ctx, t, c, "")
-		require.NoError(t, c.Partition(ctx, cut))
-		rows, err := c.Status(ctx)
-		require.NoError(t, err)
-		for _, r := range rows {
-			want := cluster.StateRunning
-			if r.Node.Name == cut {
-				want = cluster.StatePartitioned
-			}
-			assert.Equal(t, want, r.State, "status of %s", r.Node.Name)
-		}
 		// The majority elects a leader of its own and writes.
-		waitFor(ctx, t, "a leader in the majority", func() (bool, string) {
-			l, tm := leaderOf(ctx, t, c, cut)
-			return l != "" && l != cut && tm > term, fmt.Sprintf("leader %q term %d", l, tm)
-		})
+		cut := cutOffLeader(ctx, t, c, func(n string) error { return c.Partition(ctx, n) })
 		var other string
 		for _, n := range c.Nodes() {
 			if n.Name != cut {
 				other = n.Name
 			}
 		}
-		_, err = client(t, c, other).Put(ctx, "e2e/partition", "majority")
+		_, err := client(t, c, other).Put(ctx, "e2e/partition", "majority")
 		require.NoError(t, err)
 		// The minority answers no linearizable read.
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -143,24 +153,10 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		defer cancel()
 		ids := memberIDs(ctx, t, c)
 		w := startWriter(t, c)
-		cut, term := leaderOf(ctx, t, c, "")
-		require.NoError(t, c.CutOneWay(ctx, false, cut))
-		rows, err := c.Status(ctx)
-		require.NoError(t, err)
-		for _, r := range rows {
-			want := cluster.StateRunning
-			if r.Node.Name == cut {
-				want = cluster.StatePartitioned
-			}
-			assert.Equal(t, want, r.State, "status of %s", r.Node.Name)
-		}
 		// Its heartbeats may still reach the others for a while, but it
 		// hears no quorum: it steps down, and the majority elects a
 		// leader of its own.
-		waitFor(ctx, t, "a leader in the majority", func() (bool, string) {
-			l, tm := leaderOf(ctx, t, c, cut)
-			return l != "" && l != cut && tm > term, fmt.Sprintf("leader %q term %d (was %s at %d)", l, tm, cut, term)
-		})
+		cut := cutOffLeader(ctx, t, c, func(n string) error { return c.CutOneWay(ctx, false, n) })
 		waitAcked(ctx, t, w, time.Now(), "by the majority while "+cut+" is cut off one way")
 		require.NoError(t, c.Heal(ctx))
 		require.NoError(t, c.WaitReady(ctx))
