@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbox/etcdbox/qemu"
 )
 
 // TestChaos is `make chaos`: randomised faults on one 3-node cluster, for
@@ -100,6 +102,15 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.CutOneWay(ctx, rng.IntN(2) == 0, pick(rng, names)))
 			pause(ctx, rng, 20*time.Second)
 			require.NoError(t, c.Heal(ctx))
+			return ""
+		}},
+		{"slow a node's disk, give it full speed", func(ctx context.Context, t *testing.T) string {
+			// From a failing drive (1 request a second) to a throttled
+			// volume (50).
+			n, l := pick(rng, names), qemu.DiskLimit{IOPS: []int64{1, 2, 5, 20, 50}[rng.IntN(5)]}
+			require.NoError(t, c.LimitDisk(ctx, n, l))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.LimitDisk(ctx, n, qemu.DiskLimit{}))
 			return ""
 		}},
 		{"power off all, start them in a random order", func(ctx context.Context, t *testing.T) string {

@@ -32,8 +32,9 @@ import (
 //     restart), then back to three under writes: `cluster remove`
 //     (decommission) of n4, and `etcdbox members remove` of n5;
 //   - the faults (testFaults): kill, pause and partition of the leader,
-//     a one-way cut of the leader (it hears nothing) under writes,
-//     a replaced disk under writes, a full power-off and boots in three
+//     a one-way cut of the leader (it hears nothing) under writes, the
+//     leader's disk slowed to 2 requests a second under writes (etcd
+//     reports slow WAL syncs), a replaced disk under writes, a full power-off and boots in three
 //     orders (testBootOrders: each node first once, one node last after
 //     writes), and a cold start of all three with one disk wiped and every
 //     node renumbered;

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/internal/testenv"
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 )
 
@@ -39,6 +40,22 @@ func cutOffLeader(ctx context.Context, t *testing.T, c *cluster.Cluster, cut fun
 		return l != "" && l != node && tm > term, fmt.Sprintf("leader %q term %d (was %s at %d)", l, tm, node, term)
 	})
 	return node
+}
+
+// slowSync is the bound (one of etcd's histogram buckets) above which a
+// WAL sync counts as slow: normal ones take milliseconds here, one on a
+// disk limited to 2 requests a second at least half a second.
+const slowSync = 256 * time.Millisecond
+
+// assertDiskLimits checks that status shows the limits of want on their
+// nodes and none on the others.
+func assertDiskLimits(ctx context.Context, t *testing.T, c *cluster.Cluster, want map[string]qemu.DiskLimit) {
+	t.Helper()
+	rows, err := c.Status(ctx)
+	require.NoError(t, err)
+	for _, r := range rows {
+		assert.Equal(t, want[r.Node.Name], r.Disk, "disk limit of %s", r.Node.Name)
+	}
 }
 
 // faultDeadline bounds one fault and the recovery after it.
@@ -163,6 +180,36 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		res := stopWriter(t, w)
 		t.Logf("writer across the one-way cut: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
 		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the one-way cut")
+		assertOneLeader(ctx, t, c)
+	})
+	require.True(t, ok, "the next faults need the cluster whole")
+
+	ok = t.Run("slow the leader's disk under writes, then give it full speed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
+		defer cancel()
+		ids := memberIDs(ctx, t, c)
+		leader, _ := leaderOf(ctx, t, c, "")
+		require.NotEmpty(t, leader)
+		before, err := c.SlowWALSyncs(ctx, leader, slowSync)
+		require.NoError(t, err)
+		w := startWriter(t, c)
+		// Two requests a second: each WAL sync waits on its writes.
+		slow := qemu.DiskLimit{IOPS: 2}
+		require.NoError(t, c.LimitDisk(ctx, leader, slow))
+		assertDiskLimits(ctx, t, c, map[string]qemu.DiskLimit{leader: slow})
+		waitFor(ctx, t, leader+"'s etcd to report slow WAL syncs", func() (bool, string) {
+			n, err := c.SlowWALSyncs(ctx, leader, slowSync)
+			return err == nil && n >= before+3, fmt.Sprintf("%d over %s (%d before the limit), err %v", n, slowSync, before, err)
+		})
+		// A slow leader may keep its leadership or lose it; the cluster
+		// writes either way.
+		waitAcked(ctx, t, w, time.Now(), "while "+leader+"'s disk is slow")
+		require.NoError(t, c.LimitDisk(ctx, leader, qemu.DiskLimit{}))
+		assertDiskLimits(ctx, t, c, nil)
+		require.NoError(t, c.WaitReady(ctx))
+		res := stopWriter(t, w)
+		t.Logf("writer across the slow disk: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the slow disk")
 		assertOneLeader(ctx, t, c)
 	})
 	require.True(t, ok, "the next faults need the cluster whole")

@@ -234,8 +234,9 @@ func (c Config) args(accel string, d disk) []string {
 		"-drive", "if=pflash,format=raw,unit=1,file=" + varsFile,
 		// writeback: the guest's flushes reach the host file, so a QEMU
 		// kill behaves like a power cut, not like lost acknowledged writes.
-		"-drive", "if=none,id=disk0,file=" + escape(d.file) + ",format=" + d.format + ",cache=writeback,discard=unmap",
-		"-device", "virtio-blk-pci,drive=disk0,bootindex=0",
+		// The ids are the ones LimitDisk and DiskLimit name (disklimit.go).
+		"-drive", "if=none,id=" + diskDrive + ",file=" + escape(d.file) + ",format=" + d.format + ",cache=writeback,discard=unmap",
+		"-device", "virtio-blk-pci,drive=" + diskDrive + ",id=" + diskDevice + ",bootindex=0",
 		"-netdev", c.netdev(),
 		// romfile= drops the NIC's iPXE option ROM: no network boot attempts.
 		"-device", "virtio-net-pci,netdev=net0,mac=" + c.MAC.String() + ",romfile=",

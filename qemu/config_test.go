@@ -26,7 +26,7 @@ func TestArgs(t *testing.T) {
 			"-drive if=pflash,format=raw,unit=0,readonly=on,file=/fw/code.fd",
 			"-drive if=pflash,format=raw,unit=1,file=OVMF_VARS.fd",
 			"-drive if=none,id=disk0,file=disk.raw,format=raw,cache=writeback,discard=unmap",
-			"-device virtio-blk-pci,drive=disk0,bootindex=0",
+			"-device virtio-blk-pci,drive=disk0,id=vdisk0,bootindex=0",
 			"-netdev user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:4001-:2379,hostfwd=tcp:127.0.0.2:4002-:9379",
 			"-device virtio-net-pci,netdev=net0,mac=" + MAC("n1", 0).String() + ",romfile=",
 			"-device i6300esb -action watchdog=reset",

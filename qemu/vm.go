@@ -259,12 +259,18 @@ func (v *VM) Status(ctx context.Context) (string, error) {
 
 // execute runs one QMP command on a connection of its own.
 func (v *VM) execute(ctx context.Context, command string, result any) error {
+	return v.executeArgs(ctx, command, nil, result)
+}
+
+// executeArgs runs one QMP command with args (nil for none) on a
+// connection of its own.
+func (v *VM) executeArgs(ctx context.Context, command string, args, result any) error {
 	q, err := DialQMP(ctx, v.QMPPath())
 	if err != nil {
 		return fmt.Errorf("vm %s: %w", v.name, err)
 	}
 	defer q.Close()
-	if err := q.Execute(ctx, command, nil, result); err != nil {
+	if err := q.Execute(ctx, command, args, result); err != nil {
 		return fmt.Errorf("vm %s: %w", v.name, err)
 	}
 	return nil

@@ -50,6 +50,23 @@ func TestVMLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "running", st)
 
+	// The disk's limit: none at start, then set and read back from QEMU,
+	// then lifted; a negative one is refused before QEMU sees it.
+	lim, err := vm.DiskLimit(ctx)
+	require.NoError(t, err)
+	assert.True(t, lim.Zero(), "a new VM's disk is limited: %s", lim)
+	want := DiskLimit{IOPS: 20, BPS: 1 << 20}
+	require.NoError(t, vm.LimitDisk(ctx, want))
+	lim, err = vm.DiskLimit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, lim)
+	assert.Equal(t, "20 iops, 1048576 B/s", lim.String())
+	require.NoError(t, vm.LimitDisk(ctx, DiskLimit{}))
+	lim, err = vm.DiskLimit(ctx)
+	require.NoError(t, err)
+	assert.True(t, lim.Zero(), "the limit stays after it was lifted: %s", lim)
+	assert.ErrorContains(t, vm.LimitDisk(ctx, DiskLimit{IOPS: -1}), "negative")
+
 	port := vm.HostPort(2379)
 	require.NotZero(t, port)
 	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -37,6 +38,8 @@ type faultOptions struct {
 	grace      time.Duration
 	noWait     bool
 	oneWay     string
+	disk       qemu.DiskLimit
+	diskOff    bool
 }
 
 // faultVerbs are the verbs of DESIGN §9 that inject one fault, or undo
@@ -101,6 +104,17 @@ arriving, unacknowledged. heal undoes both.`,
 				return c.Partition(ctx, a...)
 			}
 			return c.CutOneWay(ctx, o.oneWay == "out", a...) // PreRunE checked it
+		}},
+	{use: "limit-disk NODE", short: "Slow a node's disk to --iops requests or --bps bytes a second; --off gives it full speed back",
+		long: `Limit-disk throttles the node's disk in QEMU, as a cloud volume out of
+burst credits or a failing drive would be: requests beyond --iops a second
+(reads and writes together) or --bps bytes a second wait. etcd's WAL syncs
+slow down, and with them the member (a slow leader can lose its
+leadership). The limit lasts until limit-disk --off, or until the VM
+stops. cluster status shows it in the VM column.`,
+		args: cobra.ExactArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, o *faultOptions) error {
+			return c.LimitDisk(ctx, a[0], o.disk) // PreRunE checked it; --off left it zero
 		}},
 	{use: "heal", short: "Undo every partition and one-way cut", args: cobra.NoArgs, timeout: time.Minute,
 		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, _ []string, _ *faultOptions) error {
@@ -169,6 +183,11 @@ func newFaultCmds() []*cobra.Command {
 			fl.BoolVar(&o.noWait, "no-wait", false, "return once the VMs run, without waiting for their members")
 		case name == "poweroff":
 			fl.DurationVar(&o.grace, "grace", 60*time.Second, "how long the guest gets to power off before QEMU is stopped by force")
+		case name == "limit-disk":
+			fl.Int64Var(&o.disk.IOPS, "iops", 0, "requests a second, reads and writes together (0: no limit on requests)")
+			fl.Int64Var(&o.disk.BPS, "bps", 0, "bytes a second, read and written together (0: no limit on bytes)")
+			fl.BoolVar(&o.diskOff, "off", false, "lift the limit: the disk's full speed")
+			cmd.PreRunE = func(*cobra.Command, []string) error { return checkDiskFlags(o) }
 		case name == "partition":
 			fl.StringVar(&o.oneWay, "one-way", "", `cut one direction only: "out" (the named nodes' frames to the others) or "in" (the others' frames to them)`)
 			cmd.PreRunE = func(*cobra.Command, []string) error {
@@ -181,4 +200,18 @@ func newFaultCmds() []*cobra.Command {
 		cmds = append(cmds, cmd)
 	}
 	return cmds
+}
+
+// checkDiskFlags checks limit-disk's flags: --off alone, or a limit.
+func checkDiskFlags(o *faultOptions) error {
+	if err := o.disk.Check(); err != nil {
+		return fmt.Errorf("--iops %d, --bps %d: negative", o.disk.IOPS, o.disk.BPS)
+	}
+	switch {
+	case o.diskOff && !o.disk.Zero():
+		return errors.New("--off lifts the limit: give it without --iops or --bps")
+	case !o.diskOff && o.disk.Zero():
+		return errors.New("give --iops or --bps (or both) to limit the disk, or --off to lift the limit")
+	}
+	return nil
 }

@@ -67,6 +67,9 @@ func printStatus(out io.Writer, rows []cluster.NodeStatus) {
 		if state == "" {
 			state = "-"
 		}
+		if !r.Disk.Zero() {
+			state += " (disk " + r.Disk.String() + ")"
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node.Name, state, id, r.Role(), leader, r.Health, r.Slot, addr, r.Node.Endpoint())
 	}
 	w.Flush()

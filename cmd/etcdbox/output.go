@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -102,6 +103,9 @@ type clusterNodeJSON struct {
 	// lease gives, after cluster renumber.
 	Address     string `json:"address"`
 	NextAddress string `json:"nextAddress,omitempty"`
+	// DiskLimit is the limit cluster limit-disk set on its disk, absent
+	// for none.
+	DiskLimit *qemu.DiskLimit `json:"diskLimit,omitempty"`
 	// Endpoint is etcd's client URL as this host reaches it.
 	Endpoint string `json:"endpoint"`
 }
@@ -118,6 +122,9 @@ func clusterStatusJSON(rows []cluster.NodeStatus) []clusterNodeJSON {
 		}
 		if r.Node.NextIP.IsValid() {
 			n.NextAddress = r.Node.NextIP.String()
+		}
+		if !r.Disk.Zero() {
+			n.DiskLimit = &r.Disk
 		}
 		out = append(out, n)
 	}

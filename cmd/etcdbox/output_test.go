@@ -17,6 +17,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/backup"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
+	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
 	"github.com/etcdbox/etcdbox/rollout"
 )
@@ -94,7 +95,7 @@ func TestGolden(t *testing.T) {
 	t.Run("cluster status", func(t *testing.T) {
 		goldenForms(t, "cluster-status", clusterStatusJSON([]cluster.NodeStatus{
 			{Node: cluster.Node{Name: "n1", IP: netip.MustParseAddr("10.88.0.11"), ClientPort: 4001}, Running: true, State: "running",
-				MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}, Slot: "a"},
+				MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}, Slot: "a", Disk: qemu.DiskLimit{IOPS: 5}},
 			{Node: cluster.Node{Name: "n2", IP: netip.MustParseAddr("10.88.0.12"), NextIP: netip.MustParseAddr("10.88.0.52"), ClientPort: 4003},
 				State: "stopped", MemberStatus: cluster.MemberStatus{Health: "not running"}, Slot: "-"},
 		}))

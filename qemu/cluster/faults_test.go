@@ -128,3 +128,26 @@ etcd_network_active_peers{Local="8c0a8790535d7545",Remote="ccd49fd81aae6301"} 0
 		assert.Equal(t, tt.active, got, "peerActive(%x)", tt.id)
 	}
 }
+
+func TestHistogramOver(t *testing.T) {
+	page := `# TYPE etcd_disk_wal_fsync_duration_seconds histogram
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.128"} 95
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.256"} 97
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.512"} 99
+etcd_disk_wal_fsync_duration_seconds_bucket{le="+Inf"} 104
+etcd_disk_wal_fsync_duration_seconds_sum 31.5
+etcd_disk_wal_fsync_duration_seconds_count 104
+etcd_disk_backend_commit_duration_seconds_count 7
+`
+	const name = "etcd_disk_wal_fsync_duration_seconds"
+	n, err := histogramOver(page, name, 256*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 7, n)
+	n, err = histogramOver(page, name, 128*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 9, n)
+	_, err = histogramOver(page, name, 300*time.Millisecond)
+	assert.EqualError(t, err, `no etcd_disk_wal_fsync_duration_seconds bucket le="0.3"`)
+	_, err = histogramOver(page, "etcd_missing", 256*time.Millisecond)
+	assert.EqualError(t, err, "no etcd_missing_count")
+}

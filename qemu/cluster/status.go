@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdbox/etcdbox/qemu"
 )
 
 // NodeStatus is one row of Status.
@@ -21,6 +23,9 @@ type NodeStatus struct {
 	// Slot is the boot slot (a or b) from the kernel command line on the
 	// console, "-" when unknown.
 	Slot string
+	// Disk is the limit LimitDisk set on the node's disk, zero for none
+	// (and for a VM that does not run).
+	Disk qemu.DiskLimit
 }
 
 // Role is "voter", "learner", or "-" when the node did not answer.
@@ -66,6 +71,7 @@ func (c *Cluster) nodeStatus(ctx context.Context, n Node, tc *tls.Config) NodeSt
 	}
 	s.Running = true
 	s.Slot = slotOf(vm.Console())
+	s.Disk, _ = vm.DiskLimit(ctx) // unreadable: shown as none
 	s.MemberStatus = askMember(ctx, n.Endpoint(), tc)
 	return s
 }
