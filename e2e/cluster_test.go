@@ -33,8 +33,9 @@ import (
 //     (decommission) of n4, and `etcdbox members remove` of n5;
 //   - the faults (testFaults): kill, pause and partition of the leader,
 //     a one-way cut of the leader (it hears nothing) under writes, the
-//     leader's disk slowed to 2 requests a second under writes (etcd
-//     reports slow WAL syncs), a replaced disk under writes, a full power-off and boots in three
+//     leader's disk slowed to 1 request a second under writes (etcd
+//     reports slow WAL syncs, and the node hands the leadership to a
+//     follower), a replaced disk under writes, a full power-off and boots in three
 //     orders (testBootOrders: each node first once, one node last after
 //     writes), and a cold start of all three with one disk wiped and every
 //     node renumbered;

@@ -198,6 +198,8 @@ func (n *node) boot(ctx context.Context) error {
 		{"quorum watch", n.watchQuorum},
 		// Clear NOSPACE, when the seed allows it (maintain.go).
 		{"maintenance", n.autoMaintain},
+		// Hand the leadership off a slow disk (handoff.go).
+		{"slow-disk handoff", n.watchSlowDisk},
 		// Print "etcdbox: etcd ready" once etcd serves.
 		{"ready watch", n.watchReady},
 		// The cluster's scheduled backups, while this node holds their

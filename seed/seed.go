@@ -187,6 +187,11 @@ type Etcd struct {
 	// minute. Off by default: then only the operator's maintain does. A
 	// CORRUPT alarm is never cleared by itself.
 	AutoMaintain bool `json:"autoMaintain,omitempty"`
+	// KeepLeaderOnSlowDisk turns off the slow-disk handoff: by default a
+	// node whose member leads and whose disk has become slow (at least
+	// WAL syncs of 100 ms or more on average over 10 s) moves
+	// the leadership to a voting follower whose disk keeps up.
+	KeepLeaderOnSlowDisk bool `json:"keepLeaderOnSlowDisk,omitempty"`
 }
 
 // Limits of etcd's settings in the seed.

@@ -37,6 +37,7 @@ etcd:
   autoCompactionRetention: 1h   # history etcd keeps; 0: the clients compact (kube-apiserver does)
   # autoCompactionMode: revision  # then the retention is a count of revisions ("10000")
   # quotaBackendBytes: 4294967296  # default: 40% of DATA, at most 8 GiB
+  # keepLeaderOnSlowDisk: true   # a leader on a slow disk keeps the leadership (default: it moves it to a follower whose disk keeps up)
   # logLevel: warn              # what the node keeps of etcd's log: debug, info (default), warn, error, panic, fatal
   # metricsPort: 2381           # plain HTTP /metrics, /health, /livez, /readyz on the node's address (read-only)
   # extraArgs:                  # more etcd flags, from an allow-list of tuning flags (README, Seed)

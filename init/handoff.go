@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbox/etcdbox/init/recovery"
+	"github.com/etcdbox/etcdbox/init/slowdisk"
+	"github.com/etcdbox/etcdbox/init/supervise"
+)
+
+// The slow-disk handoff (init/slowdisk, DESIGN §5): while this node's
+// member leads, the init reads its WAL sync histogram every
+// handoffPoll; when the syncs of the last handoffWindow say the disk is
+// slow, it reads the voting followers' histograms over followerWindow and
+// moves the leadership to one whose disk keeps up. At most once per
+// handoffCooldown; the seed's etcd.keepLeaderOnSlowDisk turns it off.
+// Variables for the test hooks.
+var (
+	handoffPoll     = 5 * time.Second
+	handoffWindow   = 10 * time.Second
+	followerWindow  = 3 * time.Second
+	handoffCooldown = 5 * time.Minute
+)
+
+// syncReading is one reading of the local member's WAL syncs.
+type syncReading struct {
+	at    time.Time
+	syncs slowdisk.Syncs
+}
+
+// watchSlowDisk runs the slow-disk handoff until ctx ends.
+func (n *node) watchSlowDisk(ctx context.Context) {
+	if n.seed.Etcd.KeepLeaderOnSlowDisk {
+		n.log.Printf("slow disk: a leader on a slow disk keeps its leadership (etcd.keepLeaderOnSlowDisk)")
+		return
+	}
+	var (
+		c        *clientv3.Client
+		last     *supervise.Supervisor
+		readings []syncReading
+		moved    time.Time
+		told     time.Time
+		t        = time.NewTicker(handoffPoll)
+	)
+	defer t.Stop()
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sup := n.supervisor()
+		rec, _ := recovery.Load(n.recoveryFile())
+		if sup == nil || sup.Pid() == 0 || recovery.Fenced(rec) {
+			readings = nil
+			continue
+		}
+		m := n.localMember()
+		if sup != last || c == nil {
+			last, readings = sup, nil
+			if c != nil {
+				c.Close()
+				c = nil
+			}
+			var err error
+			if c, err = m.client(); err != nil {
+				continue
+			}
+		}
+		st, err := statusOf(ctx, c, m)
+		if err != nil || st.Leader == 0 || st.Leader != st.Header.MemberId {
+			readings = nil // a window counts only syncs made as leader
+			continue
+		}
+		now := time.Now()
+		syncs, err := n.walSyncs(ctx, m, m.localClientAddr())
+		if err != nil {
+			n.log.Printf("slow disk: %v", err)
+			continue
+		}
+		readings = append(readings, syncReading{now, syncs})
+		w, ok := windowOf(readings, now)
+		if !ok {
+			continue
+		}
+		readings = trimReadings(readings, now)
+		if !w.SlowDisk() {
+			continue
+		}
+		if now.Sub(moved) < handoffCooldown {
+			if now.Sub(told) >= handoffCooldown {
+				n.log.Printf("slow disk: this leader's disk is slow (%s in %s), and it handed off %s ago; it keeps the leadership until %s have passed",
+					w, handoffWindow, now.Sub(moved).Round(time.Second), handoffCooldown)
+				told = now
+			}
+			continue
+		}
+		if n.handOff(ctx, c, m, st.Header.MemberId, w) {
+			moved, readings = time.Now(), nil
+		}
+	}
+}
+
+// statusOf asks the local member for its status.
+func statusOf(ctx context.Context, c *clientv3.Client, m etcdMember) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return c.Status(ctx, "https://"+m.localClientAddr())
+}
+
+// windowOf returns the syncs since the newest reading at least
+// handoffWindow old; false while there is none (the member has not led
+// that long).
+func windowOf(readings []syncReading, now time.Time) (slowdisk.Syncs, bool) {
+	for i := len(readings) - 1; i >= 0; i-- {
+		if now.Sub(readings[i].at) >= handoffWindow {
+			return readings[len(readings)-1].syncs.Since(readings[i].syncs), true
+		}
+	}
+	return slowdisk.Syncs{}, false
+}
+
+// trimReadings drops the readings older than the newest one a window
+// starts from.
+func trimReadings(readings []syncReading, now time.Time) []syncReading {
+	for i := len(readings) - 1; i >= 0; i-- {
+		if now.Sub(readings[i].at) >= handoffWindow {
+			return readings[i:]
+		}
+	}
+	return readings
+}
+
+// handOff reads the voting followers' syncs over followerWindow and moves
+// the leadership to the one Pick chooses. It reports whether it moved.
+func (n *node) handOff(ctx context.Context, c *clientv3.Client, m etcdMember, self uint64, w slowdisk.Syncs) bool {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	list, err := c.MemberList(lctx)
+	cancel()
+	if err != nil {
+		n.log.Printf("slow disk: this leader's disk is slow (%s in %s); member list: %v", w, handoffWindow, err)
+		return false
+	}
+	type peer struct {
+		slowdisk.Follower
+		addr   string
+		before slowdisk.Syncs
+	}
+	var peers []*peer
+	for _, mem := range list.Members {
+		if mem.ID == self || mem.IsLearner || len(mem.ClientURLs) == 0 {
+			continue
+		}
+		p := &peer{Follower: slowdisk.Follower{ID: mem.ID, Name: mem.Name}}
+		if u, err := url.Parse(mem.ClientURLs[0]); err != nil {
+			p.Err = err
+		} else {
+			p.addr = u.Host
+			p.before, p.Err = n.walSyncs(ctx, m, p.addr)
+		}
+		peers = append(peers, p)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(followerWindow): // the followers' window, not a wait for readiness
+	}
+	var followers []slowdisk.Follower
+	for _, p := range peers {
+		if p.Err == nil {
+			var now slowdisk.Syncs
+			if now, p.Err = n.walSyncs(ctx, m, p.addr); p.Err == nil {
+				p.Window = now.Since(p.before)
+			}
+		}
+		followers = append(followers, p.Follower)
+	}
+	to, ok := slowdisk.Pick(w, followers)
+	if !ok {
+		n.log.Printf("slow disk: this leader's disk is slow (%s in %s), and no voting follower's disk keeps up (%s): it keeps the leadership",
+			w, handoffWindow, describeFollowers(followers))
+		return false
+	}
+	n.log.Printf("slow disk: this leader's disk is slow (%s in %s); moving the leadership to %s (%s in %s)",
+		w, handoffWindow, to.Name, to.Window, followerWindow)
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.MoveLeader(mctx, to.ID); err != nil {
+		n.log.Printf("slow disk: move the leadership to %s: %v", to.Name, err)
+		return false
+	}
+	n.log.Printf("slow disk: %s leads now", to.Name)
+	return true
+}
+
+// describeFollowers says each follower's window, or why it is unknown.
+func describeFollowers(fs []slowdisk.Follower) string {
+	if len(fs) == 0 {
+		return "no voting followers"
+	}
+	s := ""
+	for i, f := range fs {
+		if i > 0 {
+			s += "; "
+		}
+		if f.Err != nil {
+			s += fmt.Sprintf("%s: %v", f.Name, f.Err)
+		} else {
+			s += fmt.Sprintf("%s: %s", f.Name, f.Window)
+		}
+	}
+	return s
+}
+
+// walSyncs reads the WAL syncs from the /metrics page of the etcd at addr
+// (host:port of a client URL), over the node's client TLS.
+func (n *node) walSyncs(ctx context.Context, m etcdMember, addr string) (slowdisk.Syncs, error) {
+	tc, err := m.tlsConfig()
+	if err != nil {
+		return slowdisk.Syncs{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+	if err != nil {
+		return slowdisk.Syncs{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %s", addr, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	s, err := slowdisk.Parse(string(b))
+	if err != nil {
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	return s, nil
+}
