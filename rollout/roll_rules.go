@@ -149,6 +149,13 @@ func (r *Roll) handOver(ctx context.Context, c Cluster, leader string, done []st
 	i := slices.IndexFunc(r.Nodes, func(n Node) bool { return n.Name == leader })
 	r.logf("node %s: leader; moving leadership to %s", leader, name)
 	if err := r.Etcd.MoveLeader(ctx, r.Nodes[i].EtcdEndpoint, id); err != nil {
+		// The leadership may have left it meanwhile by itself (an
+		// election, or its node handing it off a slow disk): then
+		// there is nothing left to hand over.
+		if now, oerr := r.Observe(ctx); oerr == nil && now.LeaderName() != "" && now.LeaderName() != leader {
+			r.logf("node %s: no longer the leader (%s leads now): nothing to hand over (%v)", leader, now.LeaderName(), err)
+			return nil
+		}
 		return fmt.Errorf("node %s: %w", leader, err)
 	}
 	return nil

@@ -37,6 +37,13 @@ type sim struct {
 	// it as their storage version after storageLag more observations.
 	downgraded string
 	storageLag int
+	// movedFirst, when set, is the node that takes the leadership by
+	// itself as the roll asks for a move (an election, a node's slow-disk
+	// handoff), so the roll's MoveLeader reaches a node that no longer
+	// leads.
+	movedFirst string
+	// moveErr fails every MoveLeader, the leader staying.
+	moveErr error
 }
 
 type simNode struct {
@@ -199,8 +206,15 @@ func (e *simEtcd) MoveLeader(_ context.Context, ep string, to uint64) error {
 	s := (*sim)(e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.moveErr != nil {
+		return s.moveErr
+	}
+	if s.movedFirst != "" {
+		s.event("leader %s -> %s by itself", s.leader, s.movedFirst)
+		s.leader, s.movedFirst = s.movedFirst, ""
+	}
 	if !strings.Contains(ep, s.leader) {
-		return fmt.Errorf("%s is not the leader", ep)
+		return fmt.Errorf("%s: etcdserver: not leader", ep)
 	}
 	for _, n := range s.nodes {
 		if n.id == to {
