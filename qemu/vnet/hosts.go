@@ -193,6 +193,7 @@ func (n *Network) CutOneWay(c OneWay) error {
 	return nil
 }
 
+// hasHost reports whether a host is called name. Caller holds mu.
 func (n *Network) hasHost(name string) bool {
 	return slices.ContainsFunc(n.hosts, func(h Host) bool { return h.Name == name })
 }
