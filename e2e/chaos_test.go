@@ -113,6 +113,20 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.LimitDisk(ctx, n, qemu.DiskLimit{}))
 			return ""
 		}},
+		{"impair a node's links (loss, delay), heal", func(ctx context.Context, t *testing.T) string {
+			// From a flaky NIC (a tenth of its frames lost) to a path
+			// slower than etcd's heartbeat interval.
+			n := pick(rng, names)
+			loss := []float64{0, 0.05, 0.1, 0.3}[rng.IntN(4)]
+			delay := []time.Duration{0, 20 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond}[rng.IntN(4)]
+			if loss == 0 && delay == 0 {
+				loss = 0.2
+			}
+			require.NoError(t, c.Impair(ctx, loss, delay, n))
+			pause(ctx, rng, 20*time.Second)
+			require.NoError(t, c.Heal(ctx))
+			return ""
+		}},
 		{"power off all, start them in a random order", func(ctx context.Context, t *testing.T) string {
 			for _, n := range names {
 				require.NoError(t, c.Poweroff(ctx, n, 90*time.Second))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
+	"github.com/etcdbox/etcdbox/qemu/vnet"
 )
 
 // addAccelFlag adds --accel to a verb that boots VMs.
@@ -40,6 +41,8 @@ type faultOptions struct {
 	oneWay     string
 	disk       qemu.DiskLimit
 	diskOff    bool
+	lossPct    float64
+	delay      time.Duration
 }
 
 // faultVerbs are the verbs of DESIGN §9 that inject one fault, or undo
@@ -116,7 +119,19 @@ stops. cluster status shows it in the VM column.`,
 		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, o *faultOptions) error {
 			return c.LimitDisk(ctx, a[0], o.disk) // PreRunE checked it; --off left it zero
 		}},
-	{use: "heal", short: "Undo every partition and one-way cut", args: cobra.NoArgs, timeout: time.Minute,
+	{use: "impair NODE...", short: "Make nodes' links lossy (--loss PERCENT) or slow (--delay): a flaky NIC, a congested path",
+		long: `Impair degrades the named nodes' links to the other nodes on the network's
+switch: each frame is lost with probability --loss (a percentage, under
+100) and the others wait --delay (up to 10s) before delivery; a frame
+between two impaired nodes gets both. The host reaches every node through
+its forwards at full speed. Impairing a node again replaces its
+impairment; heal undoes them all. cluster status shows it in the VM
+column.`,
+		args: cobra.MinimumNArgs(1), timeout: time.Minute,
+		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, a []string, o *faultOptions) error {
+			return c.Impair(ctx, o.lossPct/100, o.delay, a...)
+		}},
+	{use: "heal", short: "Undo every partition, one-way cut and impaired link", args: cobra.NoArgs, timeout: time.Minute,
 		run: func(ctx context.Context, c *cluster.Cluster, _ io.Writer, _ []string, _ *faultOptions) error {
 			return c.Heal(ctx)
 		}},
@@ -188,6 +203,10 @@ func newFaultCmds() []*cobra.Command {
 			fl.Int64Var(&o.disk.BPS, "bps", 0, "bytes a second, read and written together (0: no limit on bytes)")
 			fl.BoolVar(&o.diskOff, "off", false, "lift the limit: the disk's full speed")
 			cmd.PreRunE = func(*cobra.Command, []string) error { return checkDiskFlags(o) }
+		case name == "impair":
+			fl.Float64Var(&o.lossPct, "loss", 0, "percentage of frames lost, at least 0 and under 100")
+			fl.DurationVar(&o.delay, "delay", 0, "how long each frame waits, up to 10s")
+			cmd.PreRunE = func(*cobra.Command, []string) error { return checkImpairFlags(o) }
 		case name == "partition":
 			fl.StringVar(&o.oneWay, "one-way", "", `cut one direction only: "out" (the named nodes' frames to the others) or "in" (the others' frames to them)`)
 			cmd.PreRunE = func(*cobra.Command, []string) error {
@@ -212,6 +231,19 @@ func checkDiskFlags(o *faultOptions) error {
 		return errors.New("--off lifts the limit: give it without --iops or --bps")
 	case !o.diskOff && o.disk.Zero():
 		return errors.New("give --iops or --bps (or both) to limit the disk, or --off to lift the limit")
+	}
+	return nil
+}
+
+// checkImpairFlags checks impair's flags before the network sees them.
+func checkImpairFlags(o *faultOptions) error {
+	switch {
+	case o.lossPct < 0 || o.lossPct >= 100 || o.lossPct != o.lossPct:
+		return fmt.Errorf("--loss %g: want a percentage of at least 0 and under 100 (all frames lost is a partition)", o.lossPct)
+	case o.delay < 0 || o.delay > vnet.MaxImpairDelay:
+		return fmt.Errorf("--delay %s: want 0 to %s", o.delay, vnet.MaxImpairDelay)
+	case o.lossPct == 0 && o.delay == 0:
+		return errors.New("give --loss or --delay (or both); heal undoes an impairment")
 	}
 	return nil
 }

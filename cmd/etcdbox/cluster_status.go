@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -67,8 +68,15 @@ func printStatus(out io.Writer, rows []cluster.NodeStatus) {
 		if state == "" {
 			state = "-"
 		}
+		var degraded []string
 		if !r.Disk.Zero() {
-			state += " (disk " + r.Disk.String() + ")"
+			degraded = append(degraded, "disk "+r.Disk.String())
+		}
+		if r.Links != "" {
+			degraded = append(degraded, "links "+r.Links)
+		}
+		if len(degraded) > 0 {
+			state += " (" + strings.Join(degraded, "; ") + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node.Name, state, id, r.Role(), leader, r.Health, r.Slot, addr, r.Node.Endpoint())
 	}

@@ -47,6 +47,10 @@ func TestClusterFlags(t *testing.T) {
 		{"disk limit of nothing", []string{"cluster", "limit-disk", "n1", "--dir", empty}, "give --iops or --bps (or both) to limit the disk, or --off to lift the limit"},
 		{"disk limit and off", []string{"cluster", "limit-disk", "n1", "--iops", "5", "--off", "--dir", empty}, "--off lifts the limit: give it without --iops or --bps"},
 		{"negative disk limit", []string{"cluster", "limit-disk", "n1", "--bps", "-1", "--dir", empty}, "--iops 0, --bps -1: negative"},
+		{"impair of nothing", []string{"cluster", "impair", "n1", "--dir", empty}, "give --loss or --delay (or both); heal undoes an impairment"},
+		{"impair losing everything", []string{"cluster", "impair", "n1", "--loss", "100", "--dir", empty}, "--loss 100: want a percentage of at least 0 and under 100 (all frames lost is a partition)"},
+		{"impair too slow", []string{"cluster", "impair", "n1", "--delay", "1m", "--dir", empty}, "--delay 1m0s: want 0 to 10s"},
+		{"impair of a cluster that is not there", []string{"cluster", "impair", "n1", "--loss", "10", "--dir", empty}, "no cluster in " + empty},
 		{"disk limit of a cluster that is not there", []string{"cluster", "limit-disk", "n1", "--iops", "5", "--dir", empty}, "no cluster in " + empty},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,17 +145,17 @@ func TestPrintStatus(t *testing.T) {
 	rows := []cluster.NodeStatus{
 		{Node: n("n1", "10.88.0.11", 4001), Running: true, State: cluster.StateRunning, Slot: "a",
 			MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}},
-		{Node: n("n2", "10.88.0.12", 4003), Running: true, State: cluster.StatePartitioned, Slot: "a", Disk: qemu.DiskLimit{IOPS: 5, BPS: 1 << 20},
+		{Node: n("n2", "10.88.0.12", 4003), Running: true, State: cluster.StatePartitioned, Slot: "a", Disk: qemu.DiskLimit{IOPS: 5, BPS: 1 << 20}, Links: "20% loss",
 			MemberStatus: cluster.MemberStatus{MemberID: 0x1, Learner: true, Health: "healthy"}},
 		{Node: n("n3", "10.88.0.13", 4005), State: cluster.StateStopped, Slot: "-", MemberStatus: cluster.MemberStatus{Health: "vm not running"}},
 	}
 	rows[2].Node.NextIP = netip.MustParseAddr("10.88.0.14")
 	var b bytes.Buffer
 	printStatus(&b, rows)
-	want := `NODE  VM                                      MEMBER ID         ROLE     LEADER  HEALTH          SLOT  ADDRESS                       ENDPOINT
-n1    running                                 8e9e05c52164694d  voter    yes     healthy         a     10.88.0.11                    https://127.0.0.1:4001
-n2    partitioned (disk 5 iops, 1048576 B/s)  0000000000000001  learner  no      healthy         a     10.88.0.12                    https://127.0.0.1:4003
-n3    stopped                                 -                 -        -       vm not running  -     10.88.0.13 (next 10.88.0.14)  https://127.0.0.1:4005
+	want := `NODE  VM                                                      MEMBER ID         ROLE     LEADER  HEALTH          SLOT  ADDRESS                       ENDPOINT
+n1    running                                                 8e9e05c52164694d  voter    yes     healthy         a     10.88.0.11                    https://127.0.0.1:4001
+n2    partitioned (disk 5 iops, 1048576 B/s; links 20% loss)  0000000000000001  learner  no      healthy         a     10.88.0.12                    https://127.0.0.1:4003
+n3    stopped                                                 -                 -        -       vm not running  -     10.88.0.13 (next 10.88.0.14)  https://127.0.0.1:4005
 `
 	assert.Equal(t, want, b.String())
 }

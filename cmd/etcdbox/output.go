@@ -106,6 +106,9 @@ type clusterNodeJSON struct {
 	// DiskLimit is the limit cluster limit-disk set on its disk, absent
 	// for none.
 	DiskLimit *qemu.DiskLimit `json:"diskLimit,omitempty"`
+	// Links says how cluster impair degraded its links, absent when it
+	// did not.
+	Links string `json:"links,omitempty"`
 	// Endpoint is etcd's client URL as this host reaches it.
 	Endpoint string `json:"endpoint"`
 }
@@ -126,6 +129,7 @@ func clusterStatusJSON(rows []cluster.NodeStatus) []clusterNodeJSON {
 		if !r.Disk.Zero() {
 			n.DiskLimit = &r.Disk
 		}
+		n.Links = r.Links
 		out = append(out, n)
 	}
 	return out

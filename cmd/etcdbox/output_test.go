@@ -95,7 +95,7 @@ func TestGolden(t *testing.T) {
 	t.Run("cluster status", func(t *testing.T) {
 		goldenForms(t, "cluster-status", clusterStatusJSON([]cluster.NodeStatus{
 			{Node: cluster.Node{Name: "n1", IP: netip.MustParseAddr("10.88.0.11"), ClientPort: 4001}, Running: true, State: "running",
-				MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}, Slot: "a", Disk: qemu.DiskLimit{IOPS: 5}},
+				MemberStatus: cluster.MemberStatus{MemberID: 0x8e9e05c52164694d, Leader: true, Health: "healthy"}, Slot: "a", Disk: qemu.DiskLimit{IOPS: 5}, Links: "20% loss, 100ms delay"},
 			{Node: cluster.Node{Name: "n2", IP: netip.MustParseAddr("10.88.0.12"), NextIP: netip.MustParseAddr("10.88.0.52"), ClientPort: 4003},
 				State: "stopped", MemberStatus: cluster.MemberStatus{Health: "not running"}, Slot: "-"},
 		}))

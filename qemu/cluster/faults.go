@@ -112,23 +112,6 @@ func (c *Cluster) Resume(ctx context.Context, name string) error {
 	return c.vmAction(ctx, name, "resume", "resumed", isPaused, (*qemu.VM).Resume)
 }
 
-// LimitDisk slows the node's disk to l (qemu.DiskLimit): a throttled
-// cloud volume, or a drive that is failing. The zero limit gives it its
-// full speed back. It needs a running VM (a paused one too); the limit
-// lasts until changed or until QEMU exits.
-func (c *Cluster) LimitDisk(ctx context.Context, name string, l qemu.DiskLimit) error {
-	if err := l.Check(); err != nil {
-		return fmt.Errorf("limit-disk %s: %w", name, err)
-	}
-	done := "disk at full speed"
-	if !l.Zero() {
-		done = "disk limited to " + l.String()
-	}
-	return c.vmAction(ctx, name, "limit-disk", done, nil, func(vm *qemu.VM, ctx context.Context) error {
-		return vm.LimitDisk(ctx, l)
-	})
-}
-
 // vmAction applies act to the node's running VM and logs "<name>: <done>".
 // With check, it first reads the VM's QMP status and lets check refuse.
 // Errors start "<verb> <name>: ".
@@ -314,7 +297,7 @@ func (c *Cluster) checkCut(verb string, names []string) error {
 	return nil
 }
 
-// Heal undoes every partition and one-way cut.
+// Heal undoes every partition, one-way cut and impaired link (Impair).
 func (c *Cluster) Heal(ctx context.Context) error {
 	if err := c.net.Partition(ctx); err != nil {
 		return fmt.Errorf("heal: %w", err)

@@ -26,6 +26,9 @@ type NodeStatus struct {
 	// Disk is the limit LimitDisk set on the node's disk, zero for none
 	// (and for a VM that does not run).
 	Disk qemu.DiskLimit
+	// Links says how Impair degraded the node's links ("20% loss, 100ms
+	// delay"), "" when it did not.
+	Links string
 }
 
 // Role is "voter", "learner", or "-" when the node did not answer.
@@ -48,6 +51,7 @@ func (c *Cluster) Status(ctx context.Context) ([]NodeStatus, error) {
 	}
 	_ = c.syncIPs(ctx)
 	cut := c.partitioned(ctx)
+	links := c.impaired(ctx)
 	rows := make([]NodeStatus, len(c.st.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.st.Nodes {
@@ -56,6 +60,7 @@ func (c *Cluster) Status(ctx context.Context) ([]NodeStatus, error) {
 			defer wg.Done()
 			rows[i] = c.nodeStatus(ctx, n, tc)
 			rows[i].State = c.VMState(ctx, n.Name, cut)
+			rows[i].Links = links[n.Name]
 		}()
 	}
 	wg.Wait()

@@ -108,6 +108,12 @@ func (c *Client) CutOneWay(ctx context.Context, cut OneWay) error {
 	return c.do(ctx, http.MethodPost, "/v1/one-way", cut, nil)
 }
 
+// Impair degrades hosts' links (see Network.Impair); Partition with no
+// groups heals it.
+func (c *Client) Impair(ctx context.Context, im Impairment) error {
+	return c.do(ctx, http.MethodPost, "/v1/impair", im, nil)
+}
+
 // Shutdown stops the network and returns once it has stopped: its VMs
 // are disconnected and its switch socket is gone.
 func (c *Client) Shutdown(ctx context.Context) error {

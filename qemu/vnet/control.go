@@ -23,6 +23,8 @@ type Status struct {
 	SRV       []SRV      `json:"srv"` // the SetSRV override; null when generated
 	Partition [][]string `json:"partition,omitempty"`
 	OneWay    []OneWay   `json:"oneWay,omitempty"`
+	// Impaired lists the impaired hosts, one each.
+	Impaired []Impairment `json:"impaired,omitempty"`
 	Forwards  []Forward  `json:"forwards"`
 	Stats     Stats      `json:"stats"`
 }
@@ -42,6 +44,7 @@ func (n *Network) Status() Status {
 	for _, c := range n.oneWay {
 		s.OneWay = append(s.OneWay, OneWay{From: slices.Clone(c.From), To: slices.Clone(c.To)})
 	}
+	s.Impaired = n.impairments()
 	n.mu.Unlock()
 	return s
 }
@@ -164,6 +167,13 @@ func (n *Network) handler(stop func(), closed <-chan struct{}) http.Handler {
 			return
 		}
 		reply(w, nil, n.CutOneWay(c))
+	})
+	mux.HandleFunc("POST /v1/impair", func(w http.ResponseWriter, r *http.Request) {
+		var im Impairment
+		if !decode(w, r, &im) {
+			return
+		}
+		reply(w, nil, n.Impair(im))
 	})
 	mux.HandleFunc("POST /v1/shutdown", func(w http.ResponseWriter, r *http.Request) {
 		stop()

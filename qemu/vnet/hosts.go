@@ -124,8 +124,8 @@ func (n *Network) SetSRV(records []SRV) error {
 // Partition splits the network: hosts in different groups exchange no
 // frames, and hosts named in no group form one more group together. The
 // gateway reaches every host (DHCP, DNS and forwards keep working).
-// Partition() with no groups heals the network: the groups and every
-// one-way cut (CutOneWay).
+// Partition() with no groups heals the network: the groups, every
+// one-way cut (CutOneWay) and every impaired link (Impair).
 func (n *Network) Partition(groups ...[]string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -146,7 +146,7 @@ func (n *Network) Partition(groups ...[]string) error {
 		n.groups = append(n.groups, slices.Clone(g))
 	}
 	if len(groups) == 0 {
-		n.oneWay = nil
+		n.oneWay, n.impaired = nil, nil
 	}
 	n.applyPartition()
 	if len(groups) == 0 {
@@ -207,9 +207,10 @@ func (n *Network) hostMAC(name string) (mac, bool) {
 	return toMAC(n.hosts[j].MAC), true
 }
 
-// applyPartition turns the named groups and one-way cuts into the
-// switch's MAC groups and cuts. Caller holds mu.
+// applyPartition turns the named groups, one-way cuts and impaired links
+// into the switch's by MAC. Caller holds mu.
 func (n *Network) applyPartition() {
+	n.applyImpair()
 	var cuts map[cut]bool
 	for _, c := range n.oneWay {
 		for _, from := range c.From {

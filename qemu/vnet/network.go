@@ -55,6 +55,7 @@ type Network struct {
 	srv                 []SRV // nil: generated from hosts
 	groups              [][]string
 	oneWay              []OneWay
+	impaired            map[string]impair // by host name (Impair)
 	serial              uint32
 	forwards            map[netip.AddrPort]*forward
 	conns               map[net.Conn]struct{}

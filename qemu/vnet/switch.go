@@ -1,9 +1,11 @@
 package vnet
 
 import (
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // This is a learning Ethernet switch of our own rather than
@@ -56,6 +58,10 @@ type SwitchStats struct {
 	// Partitioned counts frames withheld by a partition or a one-way
 	// cut.
 	Partitioned uint64 `json:"partitioned"`
+	// Lost counts frames an impaired link lost; Delayed those it held
+	// back before delivery.
+	Lost    uint64 `json:"lost"`
+	Delayed uint64 `json:"delayed"`
 }
 
 // port is one switch port: a VM's connection, or the gateway.
@@ -86,10 +92,11 @@ type ethSwitch struct {
 	mu    sync.Mutex
 	ports map[*port]struct{}
 	cam   map[mac]*port
-	group map[mac]int  // partition: MAC to group; nil when healed
-	cuts  map[cut]bool // one-way cuts: frames from one MAC to another dropped
+	group  map[mac]int    // partition: MAC to group; nil when healed
+	cuts   map[cut]bool   // one-way cuts: frames from one MAC to another dropped
+	impair map[mac]impair // impaired links: of the hosts' MACs; nil when healed
 
-	frames, dropped, spoofed, partitioned atomic.Uint64
+	frames, dropped, spoofed, partitioned, lost, delayed atomic.Uint64
 }
 
 func newSwitch(gateway mac) *ethSwitch {
@@ -134,7 +141,8 @@ func (s *ethSwitch) stats() SwitchStats {
 		n--
 	}
 	s.mu.Unlock()
-	return SwitchStats{Ports: n, Frames: s.frames.Load(), Dropped: s.dropped.Load(), Spoofed: s.spoofed.Load(), Partitioned: s.partitioned.Load()}
+	return SwitchStats{Ports: n, Frames: s.frames.Load(), Dropped: s.dropped.Load(), Spoofed: s.spoofed.Load(), Partitioned: s.partitioned.Load(),
+		Lost: s.lost.Load(), Delayed: s.delayed.Load()}
 }
 
 // partition sets the partition: frames pass only between MACs of the
@@ -208,10 +216,52 @@ func (s *ethSwitch) ingress(p *port, f []byte) {
 	}
 }
 
+// impair is how a host's links to the other hosts are degraded: each
+// frame it sends or receives is lost with probability loss, and waits
+// delay before delivery.
+type impair struct {
+	loss  float64
+	delay time.Duration
+}
+
+// setImpair sets the impaired links; nil heals them.
+func (s *ethSwitch) setImpair(m map[mac]impair) {
+	s.mu.Lock()
+	s.impair = m
+	s.mu.Unlock()
+}
+
+// linkImpair returns how the link from src to q is degraded: the
+// impairments of both ends together. The gateway's links never are.
+// Caller holds mu.
+func (s *ethSwitch) linkImpair(src mac, q *port) impair {
+	if src == s.gateway || q.mac == s.gateway || len(s.impair) == 0 {
+		return impair{}
+	}
+	a, b := s.impair[src], s.impair[q.mac]
+	return impair{loss: 1 - (1-a.loss)*(1-b.loss), delay: a.delay + b.delay}
+}
+
 // send queues f for q. Caller holds mu.
 func (s *ethSwitch) send(src mac, q *port, f []byte) {
 	if !s.allowed(src, q) {
 		s.partitioned.Add(1)
+		return
+	}
+	im := s.linkImpair(src, q)
+	if im.loss > 0 && rand.Float64() < im.loss {
+		s.lost.Add(1)
+		return
+	}
+	if im.delay > 0 {
+		// Held back outside the lock; frames of one link delayed alike
+		// mostly keep their order, as on a longer path.
+		s.delayed.Add(1)
+		time.AfterFunc(im.delay, func() {
+			if !q.enqueue(f) {
+				s.dropped.Add(1)
+			}
+		})
 		return
 	}
 	if !q.enqueue(f) {
