@@ -14,19 +14,18 @@ import (
 // Status is a network's state, as the control API's GET /v1/status
 // returns it.
 type Status struct {
-	Dir       string     `json:"dir,omitempty"`
-	Subnet    string     `json:"subnet"`
-	Gateway   netip.Addr `json:"gateway"`
-	Domain    string     `json:"domain"`
-	SRVName   string     `json:"srvName,omitempty"`
-	Hosts     []Host     `json:"hosts"`
-	SRV       []SRV      `json:"srv"` // the SetSRV override; null when generated
-	Partition [][]string `json:"partition,omitempty"`
-	OneWay    []OneWay   `json:"oneWay,omitempty"`
-	// Impaired lists the impaired hosts, one each.
-	Impaired []Impairment `json:"impaired,omitempty"`
-	Forwards  []Forward  `json:"forwards"`
-	Stats     Stats      `json:"stats"`
+	Dir       string       `json:"dir,omitempty"`
+	Subnet    string       `json:"subnet"`
+	Gateway   netip.Addr   `json:"gateway"`
+	Domain    string       `json:"domain"`
+	SRVName   string       `json:"srvName,omitempty"`
+	Hosts     []Host       `json:"hosts"`
+	SRV       []SRV        `json:"srv"` // the SetSRV override; null when generated
+	Partition [][]string   `json:"partition,omitempty"`
+	OneWay    []OneWay     `json:"oneWay,omitempty"`
+	Impaired  []Impairment `json:"impaired,omitempty"` // the impaired hosts, one each
+	Forwards  []Forward    `json:"forwards"`
+	Stats     Stats        `json:"stats"`
 }
 
 // Status returns the network's state.

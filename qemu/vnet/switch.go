@@ -89,9 +89,9 @@ func (p *port) enqueue(f []byte) bool {
 type ethSwitch struct {
 	gateway mac
 
-	mu    sync.Mutex
-	ports map[*port]struct{}
-	cam   map[mac]*port
+	mu     sync.Mutex
+	ports  map[*port]struct{}
+	cam    map[mac]*port
 	group  map[mac]int    // partition: MAC to group; nil when healed
 	cuts   map[cut]bool   // one-way cuts: frames from one MAC to another dropped
 	impair map[mac]impair // impaired links: of the hosts' MACs; nil when healed
