@@ -32,7 +32,8 @@ import (
 //     restart), then back to three under writes: `cluster remove`
 //     (decommission) of n4, and `etcdbox members remove` of n5;
 //   - the faults (testFaults): kill, pause and partition of the leader,
-//     a one-way cut of the leader (it hears nothing) under writes, the
+//     a one-way cut of the leader (it hears nothing) under writes, its
+//     links lossy (20%) and slow (50 ms) under writes, the
 //     leader's disk slowed to 1 request a second under writes (etcd
 //     reports slow WAL syncs, and the node hands the leadership to a
 //     follower), a replaced disk under writes, a full power-off and boots in three

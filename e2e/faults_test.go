@@ -184,6 +184,41 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
+	ok = t.Run("make the leader's links lossy and slow under writes, then heal", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
+		defer cancel()
+		ids := memberIDs(ctx, t, c)
+		leader, _ := leaderOf(ctx, t, c, "")
+		require.NotEmpty(t, leader)
+		w := startWriter(t, c)
+		// A fifth of its frames to and from the others lost, the rest
+		// 50 ms late: TCP retransmits, heartbeats come late.
+		require.NoError(t, c.Impair(ctx, 0.2, 50*time.Millisecond, leader))
+		rows, err := c.Status(ctx)
+		require.NoError(t, err)
+		for _, r := range rows {
+			want := ""
+			if r.Node.Name == leader {
+				want = "20% loss, 50ms delay"
+			}
+			assert.Equal(t, want, r.Links, "links of %s", r.Node.Name)
+		}
+		impaired := time.Now()
+		waitAcked(ctx, t, w, impaired, "while "+leader+"'s links are impaired")
+		// Long enough for several election timeouts' worth of late and
+		// lost heartbeats.
+		waitFor(ctx, t, "puts acknowledged for 10 s of the impairment", func() (bool, string) {
+			return w.LastAck().Sub(impaired) >= 10*time.Second, "last at " + w.LastAck().Format(time.RFC3339Nano)
+		})
+		require.NoError(t, c.Heal(ctx))
+		require.NoError(t, c.WaitReady(ctx))
+		res := stopWriter(t, w)
+		t.Logf("writer across the impaired links: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
+		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the impaired links")
+		assertOneLeader(ctx, t, c)
+	})
+	require.True(t, ok, "the next faults need the cluster whole")
+
 	ok = t.Run("slow the leader's disk under writes: it hands the leadership to a follower whose disk keeps up", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 		defer cancel()

@@ -189,7 +189,7 @@ type Etcd struct {
 	AutoMaintain bool `json:"autoMaintain,omitempty"`
 	// KeepLeaderOnSlowDisk turns off the slow-disk handoff: by default a
 	// node whose member leads and whose disk has become slow (at least
-	// WAL syncs of 100 ms or more on average over 10 s) moves
+	// WAL syncs of 50 ms or more on average over 10 s) moves
 	// the leadership to a voting follower whose disk keeps up.
 	KeepLeaderOnSlowDisk bool `json:"keepLeaderOnSlowDisk,omitempty"`
 }

@@ -66,10 +66,10 @@ func TestSlowDisk(t *testing.T) {
 		slow bool
 	}{
 		{Syncs{All: 40, Seconds: 8}, true},      // 200 ms each: a throttled disk
-		{Syncs{All: 3, Seconds: 0.3}, true},     // 100 ms each, the fewest that count
+		{Syncs{All: 3, Seconds: 0.15}, true},    // 50 ms each, the fewest that count
 		{Syncs{All: 2, Seconds: 4}, false},      // too few to tell
 		{Syncs{All: 400, Seconds: 4}, false},    // busy and fast: 10 ms each
-		{Syncs{All: 100, Seconds: 9.99}, false}, // just under 100 ms
+		{Syncs{All: 100, Seconds: 4.99}, false}, // just under 50 ms
 		{Syncs{}, false},
 	} {
 		assert.Equal(t, tt.slow, tt.w.SlowDisk(), "%s", tt.w)
@@ -79,11 +79,11 @@ func TestSlowDisk(t *testing.T) {
 }
 
 func TestPick(t *testing.T) {
-	leader := Syncs{All: 30, Seconds: 6}                                        // 200 ms each
-	a := Follower{ID: 0xa, Name: "n1", Window: Syncs{All: 30, Seconds: 0.6}}    // 20 ms
-	b := Follower{ID: 0xb, Name: "n2", Window: Syncs{All: 40, Seconds: 0.4}}    // 10 ms
-	close := Follower{ID: 0x1, Name: "n3", Window: Syncs{All: 90, Seconds: 9}}  // 100 ms: slow itself
-	half := Follower{ID: 0x4, Name: "n7", Window: Syncs{All: 10, Seconds: 0.9}} // 90 ms: not four times faster
+	leader := Syncs{All: 30, Seconds: 3.6}                                       // 120 ms each
+	a := Follower{ID: 0xa, Name: "n1", Window: Syncs{All: 30, Seconds: 0.6}}     // 20 ms
+	b := Follower{ID: 0xb, Name: "n2", Window: Syncs{All: 40, Seconds: 0.4}}     // 10 ms
+	close := Follower{ID: 0x1, Name: "n3", Window: Syncs{All: 90, Seconds: 5.4}} // 60 ms: slow itself
+	half := Follower{ID: 0x4, Name: "n7", Window: Syncs{All: 10, Seconds: 0.4}}  // 40 ms: not four times faster
 	unknown := Follower{ID: 0x2, Name: "n4", Window: Syncs{All: 99, Seconds: 0}, Err: errors.New("metrics of n4: connection refused")}
 	idle := Follower{ID: 0x3, Name: "n5", Window: Syncs{All: 2, Seconds: 0.002}} // too few syncs to tell
 
