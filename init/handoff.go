@@ -21,7 +21,6 @@ import (
 // slow, it reads the voting followers' histograms over followerWindow and
 // moves the leadership to one whose disk keeps up. At most once per
 // handoffCooldown; the seed's etcd.keepLeaderOnSlowDisk turns it off.
-// Variables for the test hooks.
 var (
 	handoffPoll     = 5 * time.Second
 	handoffWindow   = 10 * time.Second
