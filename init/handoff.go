@@ -21,10 +21,14 @@ import (
 // slow, it reads the voting followers' histograms over followerWindow and
 // moves the leadership to one whose disk keeps up. At most once per
 // handoffCooldown; the seed's etcd.keepLeaderOnSlowDisk turns it off.
+// A leader whose disk stays slow with no follower to take over asks the
+// followers again only every handoffRetry; a reading that fails is logged
+// at most every handoffCooldown.
 var (
 	handoffPoll     = 5 * time.Second
 	handoffWindow   = 10 * time.Second
 	followerWindow  = 3 * time.Second
+	handoffRetry    = time.Minute
 	handoffCooldown = 5 * time.Minute
 )
 
@@ -44,8 +48,10 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 		c        *clientv3.Client
 		last     *supervise.Supervisor
 		readings []syncReading
-		moved    time.Time
-		told     time.Time
+		moved    time.Time // the last handoff
+		tried    time.Time // the last try that found no follower
+		told     time.Time // the last "handed off recently" line
+		failed   time.Time // the last failed reading logged
 		t        = time.NewTicker(handoffPoll)
 	)
 	defer t.Stop()
@@ -86,7 +92,10 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 		now := time.Now()
 		syncs, err := n.walSyncs(ctx, m, m.localClientAddr())
 		if err != nil {
-			n.log.Printf("slow disk: %v", err)
+			if now.Sub(failed) >= handoffCooldown {
+				n.log.Printf("slow disk: %v", err)
+				failed = now
+			}
 			continue
 		}
 		readings = append(readings, syncReading{now, syncs})
@@ -106,8 +115,13 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 			}
 			continue
 		}
+		if now.Sub(tried) < handoffRetry {
+			continue
+		}
 		if n.handOff(ctx, c, m, st.Header.MemberId, w) {
 			moved, readings = time.Now(), nil
+		} else {
+			tried = time.Now()
 		}
 	}
 }
