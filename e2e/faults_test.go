@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdbox/etcdbox/internal/kvwriter"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/qemu"
 	"github.com/etcdbox/etcdbox/qemu/cluster"
@@ -56,6 +57,19 @@ func assertDiskLimits(ctx context.Context, t *testing.T, c *cluster.Cluster, wan
 	for _, r := range rows {
 		assert.Equal(t, want[r.Node.Name], r.Disk, "disk limit of %s", r.Node.Name)
 	}
+}
+
+// endFault ends a fault the writer ran across, once it is undone: it waits
+// until the cluster is whole, stops the writer (which checks its history),
+// says what the writer saw, and checks that no member changed (ids, from
+// before the fault) and that one leads.
+func endFault(ctx context.Context, t *testing.T, c *cluster.Cluster, w *kvwriter.Writer, ids map[string]uint64, what string) {
+	t.Helper()
+	require.NoError(t, c.WaitReady(ctx))
+	res := stopWriter(t, w)
+	t.Logf("writer across %s: %d acknowledged puts, longest gap %s", what, res.Acked, res.Gap.Round(10*time.Millisecond))
+	assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across %s", what)
+	assertOneLeader(ctx, t, c)
 }
 
 // faultDeadline bounds one fault and the recovery after it.
@@ -176,11 +190,7 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		cut := cutOffLeader(ctx, t, c, func(n string) error { return c.CutOneWay(ctx, false, n) })
 		waitAcked(ctx, t, w, time.Now(), "by the majority while "+cut+" is cut off one way")
 		require.NoError(t, c.Heal(ctx))
-		require.NoError(t, c.WaitReady(ctx))
-		res := stopWriter(t, w)
-		t.Logf("writer across the one-way cut: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
-		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the one-way cut")
-		assertOneLeader(ctx, t, c)
+		endFault(ctx, t, c, w, ids, "the one-way cut")
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
@@ -211,11 +221,7 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 			return w.LastAck().Sub(impaired) >= 10*time.Second, "last at " + w.LastAck().Format(time.RFC3339Nano)
 		})
 		require.NoError(t, c.Heal(ctx))
-		require.NoError(t, c.WaitReady(ctx))
-		res := stopWriter(t, w)
-		t.Logf("writer across the impaired links: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
-		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the impaired links")
-		assertOneLeader(ctx, t, c)
+		endFault(ctx, t, c, w, ids, "the impaired links")
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 
@@ -261,11 +267,7 @@ func testFaults(ctx context.Context, t *testing.T, r *running) {
 		waitAcked(ctx, t, w, time.Now(), "with "+next+" leading while "+leader+"'s disk is slow")
 		require.NoError(t, c.LimitDisk(ctx, leader, qemu.DiskLimit{}))
 		assertDiskLimits(ctx, t, c, nil)
-		require.NoError(t, c.WaitReady(ctx))
-		res := stopWriter(t, w)
-		t.Logf("writer across the slow disk: %d acknowledged puts, longest gap %s", res.Acked, res.Gap.Round(10*time.Millisecond))
-		assert.Equal(t, ids, memberIDs(ctx, t, c), "a member changed across the slow disk")
-		assertOneLeader(ctx, t, c)
+		endFault(ctx, t, c, w, ids, "the slow disk")
 	})
 	require.True(t, ok, "the next faults need the cluster whole")
 

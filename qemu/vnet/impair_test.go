@@ -1,8 +1,6 @@
 package vnet
 
 import (
-	"io"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -74,40 +72,14 @@ func waitStat(t *testing.T, s *ethSwitch, ok func(SwitchStats) bool, what string
 // what is not an impairment; Partition() heals it.
 func TestImpair(t *testing.T) {
 	n := testNetwork(t)
-	g1, g2 := leased(t, n, mac1), leased(t, n, mac2)
-	ln := g2.listen(2380)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("peer"))
-			c.Close()
-		}
-	}()
-	exchange := func() (time.Duration, error) {
-		start := time.Now()
-		c, err := g1.dial(ctxT(t, 30*time.Second), netip.AddrPortFrom(ip2, 2380))
-		if err != nil {
-			return 0, err
-		}
-		took := time.Since(start)
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		b, err := io.ReadAll(c)
-		if err == nil && string(b) != "peer" {
-			t.Fatalf("read %q from the peer", b)
-		}
-		return took, err
-	}
+	exchange := peerExchange(t, leased(t, n, mac1), leased(t, n, mac2))
 
 	// A slow link: the SYN and its answer each wait 100 ms. (Loss is
 	// the switch's to prove, TestSwitchImpair: how soon TCP gets through
 	// a lossy link is up to its retransmissions.)
 	slow := Impairment{Hosts: []string{"n1"}, Delay: 100 * time.Millisecond}
 	require.NoError(t, n.Impair(slow))
-	took, err := exchange()
+	took, err := exchange(30 * time.Second)
 	require.NoError(t, err, "TCP across a slow link")
 	assert.GreaterOrEqual(t, took, 200*time.Millisecond, "connected sooner than the delay allows")
 	assert.NotZero(t, n.Stats().Switch.Delayed)
@@ -134,6 +106,6 @@ func TestImpair(t *testing.T) {
 
 	require.NoError(t, n.Partition())
 	assert.Empty(t, n.Status().Impaired)
-	_, err = exchange()
+	_, err = exchange(30 * time.Second)
 	require.NoError(t, err, "healed")
 }

@@ -264,31 +264,9 @@ func TestForward(t *testing.T) {
 
 func TestPartition(t *testing.T) {
 	n := testNetwork(t)
-	g1, g2 := leased(t, n, mac1), leased(t, n, mac2)
-	ln := g2.listen(2380)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("peer"))
-			c.Close()
-		}
-	}()
-	reach := func(d time.Duration) error {
-		c, err := g1.dial(ctxT(t, d), netip.AddrPortFrom(ip2, 2380))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(d))
-		b, err := io.ReadAll(c)
-		if err == nil && string(b) != "peer" {
-			t.Fatalf("read %q from the peer", b)
-		}
-		return err
-	}
+	g1 := leased(t, n, mac1)
+	exchange := peerExchange(t, g1, leased(t, n, mac2))
+	reach := func(d time.Duration) error { _, err := exchange(d); return err }
 	require.NoError(t, reach(10*time.Second), "peers on one network")
 
 	require.NoError(t, n.Partition([]string{"n1"}, []string{"n2"}))
@@ -378,4 +356,36 @@ func TestRenumber(t *testing.T) {
 	require.Len(t, fw, 1)
 	assert.Equal(t, fwd, fw[0].Host)
 	assert.Equal(t, netip.AddrPortFrom(next, 2379), fw[0].Guest, "the forward did not follow the host")
+}
+
+// peerExchange makes g2 answer "peer" on its port 2380 to every
+// connection, and returns a function that connects from g1 within d and
+// reads the answer: it returns how long the connection took to open.
+func peerExchange(t *testing.T, g1, g2 *guest) func(d time.Duration) (time.Duration, error) {
+	ln := g2.listen(2380)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("peer"))
+			c.Close()
+		}
+	}()
+	return func(d time.Duration) (time.Duration, error) {
+		start := time.Now()
+		c, err := g1.dial(ctxT(t, d), netip.AddrPortFrom(ip2, 2380))
+		if err != nil {
+			return 0, err
+		}
+		took := time.Since(start)
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(d))
+		b, err := io.ReadAll(c)
+		if err == nil && string(b) != "peer" {
+			t.Fatalf("read %q from the peer", b)
+		}
+		return took, err
+	}
 }
