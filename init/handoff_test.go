@@ -17,15 +17,16 @@ func TestHandoffWindow(t *testing.T) {
 	at := func(s int, all uint64, secs float64) syncReading {
 		return syncReading{t0.Add(time.Duration(s) * time.Second), slowdisk.Syncs{All: all, Seconds: secs}}
 	}
-	rs := []syncReading{at(0, 100, 1), at(5, 120, 1.5)}
-	_, ok := windowOf(rs, t0.Add(5*time.Second))
-	assert.False(t, ok, "led for 5 s of a 10 s window")
+	rs := []syncReading{at(0, 100, 1)}
+	_, _, ok := windowOf(rs, t0.Add(4*time.Second))
+	assert.False(t, ok, "led for 4 s of a 5 s window")
 
-	rs = append(rs, at(10, 126, 3), at(15, 130, 4.5))
-	w, ok := windowOf(rs, t0.Add(15*time.Second))
+	rs = append(rs, at(5, 120, 1.5), at(10, 126, 3), at(15, 130, 4.5))
+	w, span, ok := windowOf(rs, t0.Add(15*time.Second))
 	assert.True(t, ok)
-	assert.Equal(t, slowdisk.Syncs{All: 10, Seconds: 3}, w, "from the reading at 5 s")
+	assert.Equal(t, slowdisk.Syncs{All: 4, Seconds: 1.5}, w, "from the reading at 10 s")
+	assert.Equal(t, 5*time.Second, span)
 	assert.True(t, w.SlowDisk())
-	assert.Equal(t, rs[1:], trimReadings(rs, t0.Add(15*time.Second)))
-	assert.Equal(t, rs[:2], trimReadings(rs[:2], t0.Add(9*time.Second)), "nothing old enough: all kept")
+	assert.Equal(t, rs[2:], trimReadings(rs, t0.Add(15*time.Second)))
+	assert.Equal(t, rs[:1], trimReadings(rs[:1], t0.Add(4*time.Second)), "nothing old enough: all kept")
 }
