@@ -308,7 +308,7 @@ func (ix *Index) Resolve(name string) []string {
 func (ix *Index) Order(name string) ([]string, error) {
 	var out []string
 	err := ix.walk(Normalize(name), map[string]error{}, true,
-		func(n, _ string) error { out = append(out, n); return nil },
+		func(n, _ string, _ bool) error { out = append(out, n); return nil },
 		func(string, error) {})
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (ix *Index) Order(name string) ([]string, error) {
 // required: a missing or failing required module fails its dependants,
 // while soft dependencies only get reported through softErr.
 func (ix *Index) walk(n string, seen map[string]error, hard bool,
-	insert func(name, path string) error, softErr func(name string, err error)) (err error) {
+	insert func(name, path string, hard bool) error, softErr func(name string, err error)) (err error) {
 	if prev, ok := seen[n]; ok {
 		// Loaded, failed before (reported then), or in progress (a
 		// softdep cycle): only a required module passes a failure on.
@@ -363,7 +363,7 @@ func (ix *Index) walk(n string, seen map[string]error, hard bool,
 			return fmt.Errorf("module %s: dependency: %w", n, err)
 		}
 	}
-	if err := insert(n, ix.Path(n)); err != nil {
+	if err := insert(n, ix.Path(n), hard); err != nil {
 		return err
 	}
 	soft(sd.post)

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -39,6 +38,9 @@ type Loader struct {
 	// something before it rescans, for drivers that probe asynchronously
 	// (SCSI scans). 0 rescans at once.
 	Settle time.Duration
+	// Parallel bounds the inserts under way at once; 0 means
+	// DefaultParallel.
+	Parallel int
 	// Events, when set, opens a source of the kernel's device
 	// announcements for each Coldplug, before its first scan of sysfs
 	// (KernelEvents is the real one). Nil, or an error opening it, means
@@ -48,6 +50,7 @@ type Loader struct {
 	mu     sync.Mutex
 	ix     *Index
 	loaded map[string]bool
+	took   map[string]time.Duration // each insert's time, for Slowest
 }
 
 // index returns the Index, reading it on first use. l.mu is held.
@@ -90,9 +93,10 @@ func (l *Loader) Loaded(name string) bool {
 }
 
 // Load loads a module given by name or alias, after its
-// dependencies, and returns the modules it inserted in order. A builtin
-// module, or one already loaded, is a no-op. An alias matching several
-// modules loads them all and fails if any fails.
+// dependencies, and returns the modules it inserted, in order (each after
+// what it needs). A builtin module, or one already loaded, is a no-op. An
+// alias matching several modules loads them all and fails if any fails.
+// Modules that do not need each other go in at once (DefaultParallel).
 func (l *Loader) Load(name string) ([]string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -104,42 +108,98 @@ func (l *Loader) Load(name string) ([]string, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("load module %s: no such module or alias in %s", name, ix.dir)
 	}
-	var done []string
-	seen := map[string]error{}
 	var errs []error
+	p := newPlan(ix)
+	seen := map[string]error{}
 	for _, n := range names {
-		if err := ix.walk(n, seen, true, l.inserter(&done), l.softErr); err != nil {
+		if err := ix.walk(n, seen, true, l.planner(p), l.softErr); err != nil {
 			errs = append(errs, fmt.Errorf("load module %s: %w", name, err))
+		}
+	}
+	done := l.run(p, names, seen)
+	for _, n := range names {
+		if it := p.item(n); it != nil && it.err != nil {
+			errs = append(errs, fmt.Errorf("load module %s: %w", name, it.err))
 		}
 	}
 	return done, errors.Join(errs...)
 }
 
-// inserter returns the walk callback that loads one module and appends
-// it to done. l.mu is held.
-func (l *Loader) inserter(done *[]string) func(name, path string) error {
-	return func(name, path string) error {
+// planner returns the walk callback that plans one module's insert,
+// unless this Loader has it in already. l.mu is held.
+func (l *Loader) planner(p *plan) func(name, path string, hard bool) error {
+	return func(name, path string, hard bool) error {
 		if l.loaded[name] {
 			return nil
 		}
-		insert := l.Insert
-		if insert == nil {
-			insert = InsertModule
-		}
-		if err := insert(path, l.Params[name]); err != nil && !errors.Is(err, syscall.EEXIST) {
-			return fmt.Errorf("insert %s: %w", path, err)
-		}
-		if l.loaded == nil {
-			l.loaded = map[string]bool{}
-		}
-		l.loaded[name] = true
-		*done = append(*done, name)
-		return nil
+		return p.add(name, path, hard)
 	}
+}
+
+// run inserts what p plans, and returns the modules it inserted in plan
+// order. The targets are the modules the caller asked for: their
+// failures are the caller's to report, the others' are reported through
+// their dependants or, for soft dependencies, logged. seen (the walk
+// state) learns each module's outcome. l.mu is held.
+func (l *Loader) run(p *plan, targets []string, seen map[string]error) []string {
+	insert := l.Insert
+	if insert == nil {
+		insert = InsertModule
+	}
+	for _, n := range targets {
+		if it := p.item(n); it != nil {
+			it.hard = true
+		}
+	}
+	p.run(insert, l.Params, l.Parallel)
+	if l.loaded == nil {
+		l.loaded = map[string]bool{}
+	}
+	if l.took == nil {
+		l.took = map[string]time.Duration{}
+	}
+	var done []string
+	for _, it := range p.items {
+		seen[it.name] = it.err
+		if it.took > 0 {
+			l.took[it.name] = it.took
+		}
+		switch {
+		case it.err == nil:
+			l.loaded[it.name] = true
+			done = append(done, it.name)
+		case !it.hard:
+			l.softErr(it.name, it.err)
+		}
+	}
+	return done
 }
 
 func (l *Loader) softErr(name string, err error) {
 	l.logf("kmod: optional module %s: %v", name, err)
+}
+
+// Timing is how long one module's insert took.
+type Timing struct {
+	Module string
+	Took   time.Duration
+}
+
+// Slowest returns the n modules whose insert took longest, slowest first.
+func (l *Loader) Slowest(n int) []Timing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Timing, 0, len(l.took))
+	for m, d := range l.took {
+		out = append(out, Timing{m, d})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Took != out[j].Took {
+			return out[i].Took > out[j].Took
+		}
+		return out[i].Module < out[j].Module
+	})
+	return out[:min(n, len(out))]
 }
 
 // Coldplug loads the modules for the devices present: it reads the
@@ -152,11 +212,16 @@ func (l *Loader) softErr(name string, err error) {
 // lost some) by rescanning sysfs. It goes on until a round of loads
 // brings no new device, at most MaxRounds rounds.
 //
+// also names modules to load in the first round with the devices'
+// drivers, by name or alias: those no device announces (filesystems).
+// Within a round, modules that do not need each other go in at once
+// (DefaultParallel); a round ends when all its modules are in.
+//
 // It returns the modules it inserted, in order. A device no alias
 // matches is not an error; a module that fails to load is, and all such
 // failures are joined into the returned error while the others still
 // load. Unreadable sysfs files are skipped.
-func (l *Loader) Coldplug(sysDir string) ([]string, error) {
+func (l *Loader) Coldplug(sysDir string, also ...string) ([]string, error) {
 	rounds := l.MaxRounds
 	if rounds <= 0 {
 		rounds = DefaultMaxRounds
@@ -178,23 +243,54 @@ func (l *Loader) Coldplug(sysDir string) ([]string, error) {
 	var done []string
 	var errs []error
 	fresh := scanModaliases(sysDir, seenAlias)
-	for round := 0; len(fresh) > 0; round++ {
+	for round := 0; len(fresh) > 0 || round == 0 && len(also) > 0; round++ {
 		if round == rounds {
 			errs = append(errs, fmt.Errorf("coldplug: new devices still appearing after %d rounds", rounds))
 			break
 		}
-		before := len(done)
+		p := newPlan(ix)
+		// The modules this round asks for, each with what to call it in
+		// an error: the device, or the name given.
+		type target struct{ module, what string }
+		var targets []target
+		ask := func(n, what string) {
+			if _, tried := seen[n]; tried {
+				return
+			}
+			if err := ix.walk(n, seen, true, l.planner(p), l.softErr); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+				return
+			}
+			targets = append(targets, target{n, what})
+		}
 		for _, a := range fresh {
 			for _, n := range ix.Match(a.Modalias) {
-				if _, tried := seen[n]; tried {
-					continue
+				ask(n, fmt.Sprintf("device %s (%s)", a.Dir, a.Modalias))
+			}
+		}
+		if round == 0 {
+			for _, name := range also {
+				names := ix.Resolve(name)
+				if len(names) == 0 {
+					errs = append(errs, fmt.Errorf("load module %s: no such module or alias in %s", name, ix.dir))
 				}
-				if err := ix.walk(n, seen, true, l.inserter(&done), l.softErr); err != nil {
-					errs = append(errs, fmt.Errorf("device %s (%s): %w", a.Dir, a.Modalias, err))
+				for _, n := range names {
+					ask(n, "load module "+name)
 				}
 			}
 		}
-		if len(done) > before && l.Settle > 0 {
+		mods := make([]string, len(targets))
+		for i, t := range targets {
+			mods[i] = t.module
+		}
+		inserted := l.run(p, mods, seen)
+		done = append(done, inserted...)
+		for _, t := range targets {
+			if it := p.item(t.module); it != nil && it.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", t.what, it.err))
+			}
+		}
+		if len(inserted) > 0 && l.Settle > 0 {
 			l.mu.Unlock()
 			time.Sleep(l.Settle)
 			l.mu.Lock()

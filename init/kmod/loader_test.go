@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // recorder is an Insert seam that records module names and can fail or
-// run a hook per module.
+// run a hook per module. The Loader calls it from several goroutines.
 type recorder struct {
+	mu       sync.Mutex
 	inserted []string
 	fail     map[string]error
 	hook     map[string]func()
@@ -29,8 +31,32 @@ func (r *recorder) insert(path, params string) error {
 	if err := r.fail[n]; err != nil {
 		return err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.inserted = append(r.inserted, n)
 	return nil
+}
+
+// assertOrdered checks that every module in inserted came after the
+// modules it needs (modules.dep) and its soft pre-dependencies, when
+// those were inserted too.
+func assertOrdered(t *testing.T, ix *Index, inserted []string) {
+	t.Helper()
+	pos := map[string]int{}
+	for i, n := range inserted {
+		pos[n] = i
+	}
+	for i, n := range inserted {
+		before := append([]string(nil), ix.modules[n].deps...)
+		for _, s := range ix.softdeps[n].pre {
+			before = append(before, ix.Resolve(s)...)
+		}
+		for _, d := range before {
+			if j, ok := pos[d]; ok {
+				assert.Less(t, j, i, "%s went in before %s, which it needs", n, d)
+			}
+		}
+	}
 }
 
 func TestLoad(t *testing.T) {
@@ -39,7 +65,8 @@ func TestLoad(t *testing.T) {
 		name     string
 		load     []string
 		fail     map[string]error
-		want     []string // inserted, in order
+		want     []string // inserted, in the order of a sequential load
+		returned []string // what Load returns, when not want
 		wantErr  string
 		wantLogs int
 	}{
@@ -58,9 +85,10 @@ func TestLoad(t *testing.T) {
 			load: []string{"amd-uncore"},
 		},
 		{
-			name: "already loaded (EEXIST) counts as loaded",
-			load: []string{"crc16"},
-			fail: map[string]error{"crc16": fmt.Errorf("finit_module: %w", syscall.EEXIST)},
+			name:     "already loaded (EEXIST) counts as loaded",
+			load:     []string{"crc16"},
+			fail:     map[string]error{"crc16": fmt.Errorf("finit_module: %w", syscall.EEXIST)},
+			returned: []string{"crc16"},
 		},
 		{
 			// TCG's default CPU has no SSE4.2: crc32c-intel says ENODEV.
@@ -71,10 +99,11 @@ func TestLoad(t *testing.T) {
 			wantLogs: 1,
 		},
 		{
+			// crc16 needs nothing of mbcache: it still goes in.
 			name:    "failing hard dependency stops the module",
 			load:    []string{"ext4"},
 			fail:    map[string]error{"mbcache": syscall.ENOMEM},
-			want:    []string{"crc32c_intel", "crc32c_generic", "jbd2"},
+			want:    []string{"crc32c_intel", "crc32c_generic", "jbd2", "crc16"},
 			wantErr: "module ext4: dependency: insert",
 		},
 		{
@@ -92,13 +121,21 @@ func TestLoad(t *testing.T) {
 			rec := &recorder{fail: tt.fail}
 			var logs []string
 			l := &Loader{Index: ix, Insert: rec.insert, Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
-			var errs []string
+			var errs, got []string
 			for _, n := range tt.load {
-				if _, err := l.Load(n); err != nil {
+				done, err := l.Load(n)
+				got = append(got, done...)
+				if err != nil {
 					errs = append(errs, err.Error())
 				}
 			}
-			assert.Equal(t, tt.want, rec.inserted, "inserted")
+			returned := tt.want
+			if tt.returned != nil {
+				returned = tt.returned
+			}
+			assert.Equal(t, returned, got, "returned, in the order of a sequential load")
+			assert.ElementsMatch(t, tt.want, rec.inserted, "inserted")
+			assertOrdered(t, ix, rec.inserted)
 			if tt.wantErr == "" {
 				assert.Empty(t, errs)
 			} else {
@@ -196,7 +233,8 @@ func TestColdplug(t *testing.T) {
 	l := &Loader{Index: ix, Insert: rec.insert}
 	loaded, err := l.Coldplug(string(sys))
 	require.NoError(t, err)
-	assert.Equal(t, rec.inserted, loaded)
+	assert.ElementsMatch(t, rec.inserted, loaded)
+	assertOrdered(t, ix, rec.inserted)
 	assert.Equal(t, []string{
 		// round 1, devices sorted by path
 		"button", "evdev",
