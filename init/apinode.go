@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/backup"
@@ -48,8 +47,6 @@ func (n *node) serveAPI(context.Context) error {
 type apiNode struct {
 	n     *node
 	agent *upgrade.Agent
-
-	snapMu sync.Mutex // one snapshot at a time
 }
 
 // release reads /etc/etcdbox/release (key=value lines).
@@ -191,21 +188,36 @@ func apiSnapshot(s backup.Snapshot) nodeapi.Snapshot {
 // Snapshot takes an etcd snapshot of the local member into DATA's backups
 // directory and keeps the newest of the seed's backup.keep there. The roll
 // takes one before each node's step, so a node whose new slot cannot read
-// its data still has a copy made just before.
+// its data still has a copy made just before. Like a scheduled backup it
+// leaves etcd its room on DATA (makeRoom), or is not taken: a roll stops
+// there rather than fill the disk of a member it is about to reboot.
 func (a *apiNode) Snapshot(ctx context.Context) (nodeapi.Snapshot, error) {
 	n := a.n
 	if n.supervisor() == nil {
 		return nodeapi.Snapshot{}, fmt.Errorf("%w: etcd is not running", server.ErrBusy)
 	}
-	a.snapMu.Lock()
-	defer a.snapMu.Unlock()
-	c, err := n.localMember().client()
+	// One snapshot or backup at a time: each makes its own room on DATA.
+	n.backupMu.Lock()
+	defer n.backupMu.Unlock()
+	m := n.localMember()
+	c, err := m.client()
 	if err != nil {
 		return nodeapi.Snapshot{}, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
+	st, err := c.Status(ctx, c.Endpoints()[0])
+	if err != nil {
+		return nodeapi.Snapshot{}, fmt.Errorf("etcd status: %w", err)
+	}
+	free, err := dataFree(n.backupsDir(), n.root)
+	if err != nil {
+		return nodeapi.Snapshot{}, err
+	}
+	if err := n.makeRoom(n.backupsDir(), free, st.DbSize, m.QuotaBytes); err != nil {
+		return nodeapi.Snapshot{}, err
+	}
 	rc, err := c.Snapshot(ctx)
 	if err != nil {
 		return nodeapi.Snapshot{}, fmt.Errorf("etcd snapshot: %w", err)

@@ -172,7 +172,11 @@ func (n *node) takeBackup(ctx context.Context) (backup.Snapshot, error) {
 	if err != nil {
 		return backup.Snapshot{}, err
 	}
-	if err := roomFor(n.backupsDir(), n.root, size); err != nil {
+	free, err := dataFree(n.backupsDir(), n.root)
+	if err != nil {
+		return backup.Snapshot{}, err
+	}
+	if err := n.makeRoom(n.backupsDir(), free, size, m.QuotaBytes); err != nil {
 		return backup.Snapshot{}, err
 	}
 	tc, err := m.tlsConfig()
@@ -265,20 +269,66 @@ func onlyNOSPACE(errs []string) bool {
 	return true
 }
 
-// roomFor checks that the filesystem of dir (or of root, when dir does
-// not exist yet) has room for a snapshot of size bytes and a margin: a
-// backup never fills DATA, which etcd needs more.
-func roomFor(dir, root string, size int64) error {
+// etcdDefaultQuota is etcd's database quota when none is given.
+const etcdDefaultQuota = 2 << 30
+
+// walReserve is the room kept for etcd's WAL beside its database: two of
+// its 64 MiB segments (it preallocates the next one).
+const walReserve = 128 << 20
+
+// dataFree is what the filesystem of dir (or of root, when dir does not
+// exist yet) has free for an unprivileged writer.
+func dataFree(dir, root string) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		if err := unix.Statfs(root, &st); err != nil {
-			return fmt.Errorf("statfs %s: %w", root, err)
+			return 0, fmt.Errorf("statfs %s: %w", root, err)
 		}
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	const margin = 256 << 20
-	if need := size + size/4 + margin; free < need {
-		return fmt.Errorf("%d MiB free on DATA, a snapshot of %d MiB needs %d MiB with the margin: not taken", free>>20, size>>20, need>>20)
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// backupReserve is the room on DATA that backups leave to etcd, whose
+// database quota is quota (0: etcd's default): the quota itself and
+// walReserve. With that much free after every backup, a database below
+// its quota can still grow to it, and one at its quota can still be
+// defragmented (a copy of it). The quota's share of DATA (quota.go) is
+// sized so that etcd raises NOSPACE, which keeps the cluster readable and
+// can be cleared, before the disk fills and etcd stops on a failed write;
+// backups that took that room would undo it. A fixed margin (256 MiB
+// until session 28) did: six kept backups of a 2 GiB database on a 20 GiB
+// DATA left 5.6 GiB free to a member whose quota let it grow by 6.
+func backupReserve(quota int64) int64 {
+	if quota <= 0 {
+		quota = etcdDefaultQuota
+	}
+	return quota + walReserve
+}
+
+// makeRoom checks that DATA has room for a snapshot of a dbSize database and
+// still keeps backupReserve(quota) free after it. When the kept backups
+// are in the way it drops the oldest first, as few as make the room, but
+// never the newest (backup.Room). It drops nothing and fails when even
+// that is not enough: the backup is not taken, the log says why, and the
+// status shows the last backup's age.
+// free is what DATA has free now (dataFree).
+func (n *node) makeRoom(dir string, free, dbSize, quota int64) error {
+	kept, err := backup.List(dir)
+	if err != nil {
+		return fmt.Errorf("list backups: %w", err)
+	}
+	// A quarter more than the member's database: it may grow meanwhile.
+	reserve := backupReserve(quota)
+	drop, err := backup.Room(kept, free, dbSize+dbSize/4, reserve)
+	if err != nil {
+		return fmt.Errorf("no room on DATA (%v; the reserve is etcd's database quota, %s, and %s for its WAL, so that the database can reach its quota and still be defragmented): not taken; grow the disk (the node grows DATA with it) or lower the seed's etcd.quotaBackendBytes",
+			err, size(reserve-walReserve), size(walReserve))
+	}
+	for _, s := range drop {
+		if err := backup.Remove(s); err != nil {
+			return err
+		}
+		n.log.Printf("backups: dropped %s (%s, the oldest kept) to make room on DATA for the next one", s.Name, size(s.Size))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/init/console"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/seed"
 )
@@ -105,4 +106,52 @@ func waitAnyLog(t *testing.T, nodes []*cnode, want string, within time.Duration)
 	}
 	require.FailNow(t, "no node logged "+want)
 	return nil
+}
+
+// A backup leaves etcd its quota and two WAL segments free: it drops the
+// oldest kept backups (never the newest) when they are in the way, and
+// is not taken when even that is not enough.
+func TestBackupRoom(t *testing.T) {
+	const M = 1 << 20
+	assert.Equal(t, int64(2<<30+128*M), backupReserve(0), "etcd's default quota")
+	assert.Equal(t, int64(187*M+128*M), backupReserve(187*M))
+
+	dir := t.TempDir()
+	var names []string
+	for i, at := range []string{"20261206T010000.000000000Z", "20261206T020000.000000000Z", "20261206T030000.000000000Z"} {
+		name := "etcd-" + at + ".db"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), make([]byte, (i+1)*M), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".json"), []byte("{}"), 0o600))
+		names = append(names, name)
+	}
+	var out strings.Builder
+	n := &node{log: console.New(&out)}
+	quota := int64(64 * M)
+	reserve := backupReserve(quota) // 192 MiB
+
+	// Room enough: nothing dropped.
+	require.NoError(t, n.makeRoom(dir, reserve+5*M, 4*M, quota))
+	kept, err := backup.List(dir)
+	require.NoError(t, err)
+	assert.Len(t, kept, 3)
+
+	// A 4 MiB database (5 MiB with its growth) with 4 MiB free beyond the
+	// reserve: the oldest (1 MiB) makes the room.
+	require.NoError(t, n.makeRoom(dir, reserve+4*M, 4*M, quota))
+	kept, err = backup.List(dir)
+	require.NoError(t, err)
+	require.Len(t, kept, 2)
+	assert.Equal(t, names[1], kept[0].Name)
+	assert.NoFileExists(t, filepath.Join(dir, names[0]+".json"))
+	assert.Contains(t, out.String(), "backups: dropped "+names[0]+" (1 MiB, the oldest kept) to make room on DATA for the next one")
+
+	// Short by more than all but the newest: nothing dropped, not taken.
+	err = n.makeRoom(dir, reserve, 4*M, quota)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no room on DATA")
+	assert.Contains(t, err.Error(), "the reserve is etcd's database quota, 64 MiB, and 128 MiB for its WAL")
+	assert.Contains(t, err.Error(), "not taken")
+	kept, err = backup.List(dir)
+	require.NoError(t, err)
+	assert.Len(t, kept, 2)
 }

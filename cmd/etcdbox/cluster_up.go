@@ -21,7 +21,7 @@ type upOptions struct {
 	accel         string
 	seedSource    string
 	nodes, memory int
-	cpus          int
+	cpus, disk    int
 	timeout       time.Duration
 	trustedKeys   []string // files
 }
@@ -57,6 +57,9 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 			case o.nodes < 1:
 				return fmt.Errorf("--nodes %d: want at least 1", o.nodes)
 			}
+			if o.disk < 0 {
+				return fmt.Errorf("--disk %d: want a size in MiB", o.disk)
+			}
 			return clusterUp(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -67,6 +70,7 @@ After down, up on the same DIR resumes: the same nodes boot on their disks
 	fl.StringVar(&o.seedSource, "seed-source", "", "where a new cluster's nodes read their seed: nocloud (a seed volume, the default), configdrive (an OpenStack config drive), or a cloud's metadata the network serves at 169.254.169.254: ec2, gce, azure, openstack")
 	fl.IntVar(&o.memory, "memory", 1024, "memory per node in MiB")
 	fl.IntVar(&o.cpus, "cpus", 1, "virtual CPUs per node")
+	fl.IntVar(&o.disk, "disk", cluster.DefaultDiskMiB, "disk per node in MiB: the image's disk is grown to it before boot, never shrunk")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the cluster")
 	fl.StringArrayVar(&o.trustedKeys, "trusted-key", nil, "a new cluster's nodes stage only images signed by this public key (PEM; repeatable; see etcdbox sign)")
 	addAccelFlag(fl, &o.accel)
@@ -83,7 +87,7 @@ func clusterUp(ctx context.Context, stdout io.Writer, o upOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg.MemoryMiB, cfg.CPUs, cfg.Image, cfg.Accel = o.memory, o.cpus, o.image, o.accel
+	cfg.MemoryMiB, cfg.CPUs, cfg.DiskMiB, cfg.Image, cfg.Accel = o.memory, o.cpus, o.disk, o.image, o.accel
 	if err := cluster.CheckSeedSource(o.seedSource); err != nil {
 		return usageError{fmt.Errorf("--seed-source: %w", err)}
 	}

@@ -29,6 +29,13 @@ const (
 	// ClientPort and APIPort are the guest ports every node forwards.
 	ClientPort = seed.DefaultClientPort
 	APIPort    = seed.DefaultAPIPort
+	// DefaultDiskMiB is each node's disk, grown from the image's 1 GiB
+	// (sparse: a node's disk holds what it wrote). At 1 GiB DATA was
+	// 468 MiB and etcd's quota 187 MiB (40%), and with its WAL's two
+	// preallocated segments nothing was left beside the room backups
+	// leave etcd (the quota and 128 MiB, init/backups.go): no backup, and
+	// no roll, whose steps each take a snapshot first.
+	DefaultDiskMiB = 2048
 )
 
 // Files and directories in a cluster directory (see the package doc).
@@ -65,6 +72,10 @@ type Config struct {
 	OVMFCode, OVMFVars string
 	// MemoryMiB and CPUs size each VM; defaults 1024 and 1.
 	MemoryMiB, CPUs int
+	// DiskMiB is each node's disk; default DefaultDiskMiB. A disk smaller
+	// than this (the image's, or an older node's) is grown before boot,
+	// as a cloud volume resize; none is shrunk.
+	DiskMiB int
 	// Domain is the DNS and SRV domain; default DefaultDomain.
 	Domain string
 	// GuestPorts are more guest ports to forward from host loopback ports
@@ -125,6 +136,7 @@ type State struct {
 	InitialSize int     `json:"initialSize"`
 	MemoryMiB   int     `json:"memoryMiB"`
 	CPUs        int     `json:"cpus"`
+	DiskMiB     int     `json:"diskMiB,omitempty"`
 	GuestPorts  []int   `json:"guestPorts,omitempty"`
 	OVMFCode    string  `json:"ovmfCode"`
 	OVMFVars    string  `json:"ovmfVars"`
@@ -213,6 +225,7 @@ func Open(cfg Config) (*Cluster, error) {
 	c.cfg.Domain = st.Domain
 	c.cfg.MemoryMiB = orInt(cfg.MemoryMiB, st.MemoryMiB)
 	c.cfg.CPUs = orInt(cfg.CPUs, st.CPUs)
+	c.cfg.DiskMiB = orInt(cfg.DiskMiB, st.DiskMiB)
 	if cfg.GuestPorts == nil {
 		c.cfg.GuestPorts = st.GuestPorts
 	}

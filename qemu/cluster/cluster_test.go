@@ -63,7 +63,7 @@ func TestWriteEnv(t *testing.T) {
 
 func TestStateRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	st := State{Cluster: Name, Domain: DefaultDomain, Image: "/i.img", InitialSize: 3, MemoryMiB: 768, CPUs: 1,
+	st := State{Cluster: Name, Domain: DefaultDomain, Image: "/i.img", InitialSize: 3, MemoryMiB: 768, CPUs: 1, DiskMiB: 2048,
 		Network: NetInfo{Dir: "/d/net", PID: 42},
 		Nodes: []Node{{Name: "n1", Dir: "/d/n1", IP: nodeIP(1), MAC: "52:54:00:01:02:03", ClientPort: 4001, APIPort: 4002,
 			Ports: map[int]int{9999: 4003}}}}

@@ -107,6 +107,7 @@ func planUp(cfg Config, nodes int) (Config, State, bool, error) {
 		}
 		cfg.Image, cfg.Domain = st.Image, st.Domain
 		cfg.MemoryMiB, cfg.CPUs = orInt(cfg.MemoryMiB, st.MemoryMiB), orInt(cfg.CPUs, st.CPUs)
+		cfg.DiskMiB = orInt(cfg.DiskMiB, st.DiskMiB)
 		if cfg.GuestPorts == nil {
 			cfg.GuestPorts = st.GuestPorts
 		}
@@ -146,6 +147,7 @@ func planUp(cfg Config, nodes int) (Config, State, bool, error) {
 	}
 	st.Image, st.OVMFCode, st.OVMFVars = cfg.Image, cfg.OVMFCode, cfg.OVMFVars
 	st.MemoryMiB, st.CPUs = orInt(cfg.MemoryMiB, 1024), orInt(cfg.CPUs, 1)
+	st.DiskMiB = orInt(cfg.DiskMiB, DefaultDiskMiB)
 	st.GuestPorts = cfg.GuestPorts
 	return cfg, st, resume, nil
 }
@@ -208,7 +210,8 @@ func (c *Cluster) vmConfig(n Node, seedImg string) qemu.Config {
 		Name: n.Name, Dir: n.Dir, Image: or(n.Image, c.cfg.Image), Overlay: true,
 		OVMFCode: c.cfg.OVMFCode, OVMFVars: c.cfg.OVMFVars,
 		MemoryMiB: c.st.MemoryMiB, CPUs: c.st.CPUs, Accel: c.cfg.Accel,
-		Network: qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
+		DiskSize: int64(c.st.DiskMiB) << 20,
+		Network:  qemu.NetSwitch, Switch: vnet.SwitchSocket(c.st.Network.Dir),
 		ExtraDisks: disks,
 		Args:       c.cfg.QEMUArgs,
 	}
