@@ -125,6 +125,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 				st.Member.Healthy = ready(sctx, c) == nil
 				if last, err := readLastBackup(sctx, c); err == nil {
 					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken
+					st.Backups.FailedNode, st.Backups.FailedAt, st.Backups.Failed = last.FailedNode, last.FailedAt, last.Failed
 				}
 			}
 		}

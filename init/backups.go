@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -39,6 +40,37 @@ type lastBackup struct {
 	Member   string    `json:"member"`
 	Revision int64     `json:"revision"`
 	Taken    time.Time `json:"taken"`
+	// Due is when the next backup is due, when not Taken plus the
+	// interval: a failed try sets it a tenth of the interval later.
+	Due time.Time `json:"due,omitzero"`
+	// The last failed try, since the backup above: where, when and why,
+	// so that every node's status can tell why backups are late.
+	FailedNode string    `json:"failedNode,omitempty"`
+	FailedAt   time.Time `json:"failedAt,omitzero"`
+	Failed     string    `json:"failed,omitempty"`
+}
+
+// failedLen bounds the error a failed try records in etcd.
+const failedLen = 400
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking a cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// due is when the next backup is due, every after the last.
+func (b lastBackup) due(every time.Duration) time.Time {
+	if !b.Due.IsZero() {
+		return b.Due
+	}
+	return b.Taken.Add(every)
 }
 
 // scheduleBackups is a long-lived part: it runs the node's turns at the
@@ -98,14 +130,18 @@ func (n *node) backupTurn(ctx context.Context, every time.Duration) error {
 			return ctx.Err()
 		case <-s.Done():
 			return errors.New("lost the backup election's lease")
-		case <-time.After(time.Until(last.Taken.Add(every))):
+		case <-time.After(time.Until(last.due(every))):
 		}
 		snap, err := n.takeBackup(ctx)
 		if err != nil {
 			// Not again at once: a failing backup must not hammer a
 			// member; the next try is a tenth of the interval away.
+			// The record keeps the last backup taken, and says why
+			// this try failed.
 			n.log.Printf("backups: %v", err)
-			last.Taken = time.Now().Add(-every + every/10)
+			now := time.Now()
+			last.Due = now.Add(every / 10)
+			last.FailedNode, last.FailedAt, last.Failed = n.name, now, truncate(err.Error(), failedLen)
 			if err := writeLastBackup(ctx, c, last); err != nil {
 				return err
 			}

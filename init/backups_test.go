@@ -155,3 +155,64 @@ func TestBackupRoom(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, kept, 2)
 }
+
+// TestBackupFailureReported: a backup that fails is recorded in etcd
+// beside the last one taken, whose time it leaves alone, so every node's
+// status says why backups are late; the next success clears it.
+func TestBackupFailureReported(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "n1")
+	c.backup = seed.Backup{Interval: "10s", Keep: 2}
+	n := c.nodes["n1"]
+	c.writeSeed(n, "backupfail", 1, "n1")
+	// A file where the backups directory goes: every try fails.
+	data := filepath.Join(n.dir, "data")
+	require.NoError(t, os.MkdirAll(data, 0o700))
+	dir := backup.Dir(data)
+	require.NoError(t, os.WriteFile(dir, []byte("in the way"), 0o600))
+	n.start()
+	at := n.waitLog(0, "backups: this node takes the cluster's backups", 90*time.Second)
+	n.waitLog(at, "backups: list backups:", 30*time.Second)
+
+	api, err := nodeapi.NewClient("https://127.0.0.1:"+strconv.Itoa(n.apiPort), c.pkiDir)
+	require.NoError(t, err)
+	defer api.Close()
+	var st nodeapi.Status
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err = api.Status(t.Context())
+		if err == nil && st.Backups.Failed != "" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no failed backup in the status: %+v, %v", st.Backups, err)
+		time.Sleep(200 * time.Millisecond) // polling interval, bounded by the deadline
+	}
+	assert.Equal(t, "n1", st.Backups.FailedNode)
+	assert.Contains(t, st.Backups.Failed, "not a directory")
+	assert.True(t, st.Backups.LastTaken.IsZero(), "no backup taken: %+v", st.Backups)
+
+	// Out of the way: the next try, a tenth of the interval later, is
+	// taken, and the status forgets the failure.
+	require.NoError(t, os.Remove(dir))
+	n.waitLog(at, "verified", 30*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		st, err = api.Status(t.Context())
+		if err == nil && !st.Backups.LastTaken.IsZero() {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no backup in the status: %+v, %v", st.Backups, err)
+		time.Sleep(200 * time.Millisecond) // polling interval, bounded by the deadline
+	}
+	assert.Empty(t, st.Backups.Failed)
+	assert.Equal(t, "n1", st.Backups.LastNode)
+}
+
+func TestLastBackupDue(t *testing.T) {
+	taken := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	assert.Equal(t, taken.Add(time.Hour), lastBackup{Taken: taken}.due(time.Hour))
+	assert.Equal(t, taken.Add(6*time.Minute), lastBackup{Taken: taken, Due: taken.Add(6 * time.Minute)}.due(time.Hour))
+	assert.Equal(t, "abc", truncate("abc", 10))
+	assert.Equal(t, "abcdefg...", truncate("abcdefghijklm", 10))
+	assert.Equal(t, "ab...", truncate("ab€€€", 7), "cut on a rune boundary")
+}

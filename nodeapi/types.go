@@ -229,6 +229,12 @@ type BackupSchedule struct {
 	LastName   string    `json:"lastName,omitempty"`
 	LastMember string    `json:"lastMember,omitempty"`
 	LastTaken  time.Time `json:"lastTaken,omitzero"`
+	// Failed is why the last try failed, when it came after the last
+	// backup taken: on which node, when, and the error (a full DATA, no
+	// member to snapshot). Empty once a backup is taken again.
+	FailedNode string    `json:"failedNode,omitempty"`
+	FailedAt   time.Time `json:"failedAt,omitzero"`
+	Failed     string    `json:"failed,omitempty"`
 }
 
 // statusWire is Status with Uptime in a form that reads well in curl.

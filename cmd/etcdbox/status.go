@@ -301,20 +301,31 @@ func backupNote(results []statusResult, now time.Time) (string, bool) {
 		if rb.LastTaken.After(b.LastTaken) {
 			b.LastNode, b.LastName, b.LastMember, b.LastTaken = rb.LastNode, rb.LastName, rb.LastMember, rb.LastTaken
 		}
+		if rb.FailedAt.After(b.FailedAt) {
+			b.FailedNode, b.FailedAt, b.Failed = rb.FailedNode, rb.FailedAt, rb.Failed
+		}
+	}
+	failed := ""
+	if b.Failed != "" && b.FailedAt.After(b.LastTaken) {
+		failed = fmt.Sprintf("; the last try, on %s %s ago, failed: %s", b.FailedNode, roughDuration(now.Sub(b.FailedAt)), b.Failed)
 	}
 	switch {
 	case b.Interval == 0 && b.LastTaken.IsZero():
 		return "", false
 	case b.LastTaken.IsZero():
-		return fmt.Sprintf("backups: every %s, none taken yet", b.Interval), false
+		return fmt.Sprintf("backups: every %s, none taken yet%s", b.Interval, failed), false
 	}
 	age := now.Sub(b.LastTaken)
 	note := fmt.Sprintf("backups: every %s; the last, %s of member %s, is on %s, taken %s ago", b.Interval, b.LastName, b.LastMember, b.LastNode, roughDuration(age))
 	late := b.Interval > 0 && age > 2*b.Interval
 	if late {
-		note += " (LATE: more than twice the interval; see the holder's log, etcdbox logs " + b.LastNode + ")"
+		holder := b.LastNode
+		if failed != "" {
+			holder = b.FailedNode
+		}
+		note += " (LATE: more than twice the interval; see the holder's log, etcdbox logs " + holder + ")"
 	}
-	return note, late
+	return note + failed, late
 }
 
 // raisedAlarms is the alarms the nodes report, once each, in order.

@@ -307,6 +307,25 @@ func TestStatusBackups(t *testing.T) {
 	b.Reset()
 	printNodeStatus(&b, []statusResult{{target: statusTarget{name: "n1"}, status: none}}, now)
 	assert.Contains(t, b.String(), "backups: every 1h0m0s, none taken yet")
+
+	// A failed try after the last backup says where and why, and the
+	// late note sends to that node's log; one before it is forgotten.
+	failed := at(61*time.Minute, "n1")
+	failed.status.Backups.FailedNode, failed.status.Backups.FailedAt = "n3", now.Add(-3*time.Minute)
+	failed.status.Backups.Failed = "no room on DATA (...): not taken"
+	err = statusProblems([]statusResult{failed}, now)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "(LATE: more than twice the interval; see the holder's log, etcdbox logs n3); the last try, on n3 3m ago, failed: no room on DATA (...): not taken")
+	failed.status.Backups.FailedAt = now.Add(-62 * time.Minute)
+	b.Reset()
+	printNodeStatus(&b, []statusResult{failed}, now)
+	assert.NotContains(t, b.String(), "the last try")
+	assert.Contains(t, b.String(), "etcdbox logs n2)")
+
+	none.Backups.FailedNode, none.Backups.FailedAt, none.Backups.Failed = "n1", now.Add(-time.Minute), "member list: no leader"
+	b.Reset()
+	printNodeStatus(&b, []statusResult{{target: statusTarget{name: "n1"}, status: none}}, now)
+	assert.Contains(t, b.String(), "backups: every 1h0m0s, none taken yet; the last try, on n1 1m ago, failed: member list: no leader")
 }
 
 // TestStatusPKI: a CA rotation under way and the node's PKI warnings are
