@@ -65,7 +65,8 @@ func truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
-// due is when the next backup is due, every after the last.
+// due is when the next backup is due: when a failed try said, else one
+// interval (every) after the last backup taken.
 func (b lastBackup) due(every time.Duration) time.Time {
 	if !b.Due.IsZero() {
 		return b.Due
