@@ -77,6 +77,8 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		Stdout:  io.MultiWriter(out, removed),
 		Log:     n.log.Printf,
 		Backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second},
+		// SIGKILL once its WAL and database are closed (etcdstop.go).
+		Finished: etcdStorageClosed("/proc", m.DataDir),
 	}
 	sup.OnExit = func(err error, _ int) {
 		if err != nil {

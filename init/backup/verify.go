@@ -62,7 +62,7 @@ func Verify(path string) (Stats, error) {
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
 		return Stats{}, fmt.Errorf("%s: SHA-256 %x, the snapshot says %x: %w", path, got, want, ErrBadSnapshot)
 	}
-	st, err := dbStats(path)
+	st, err := DatabaseStats(path)
 	if err != nil {
 		return Stats{}, fmt.Errorf("%s: %w: %w", path, ErrBadSnapshot, err)
 	}
@@ -70,12 +70,13 @@ func Verify(path string) (Stats, error) {
 	return st, nil
 }
 
-// dbStats checks the bbolt database at path page by page (bolt's own
+// DatabaseStats checks the bbolt database at path (a snapshot without its
+// digest, or a member's member/snap/db) page by page (bolt's own
 // consistency check) and reads every bucket, as etcdutl's snapshot status
 // does: the hash covers each bucket's name and every key and value in it,
 // the revision is the last one of the "key" bucket, and the keys are
-// those alive at that revision.
-func dbStats(path string) (Stats, error) {
+// those alive at that revision. SHA256 stays empty.
+func DatabaseStats(path string) (Stats, error) {
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
 	if err != nil {
 		return Stats{}, err

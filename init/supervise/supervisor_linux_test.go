@@ -324,3 +324,55 @@ func TestSupervisorAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorStopFinished: a child that ignores SIGTERM, but marks on
+// it that it is done with what matters, is ended by SIGKILL as soon as
+// the Finished check sees the mark, long before Stop's timeout, and that
+// is a normal stop.
+func TestSupervisorStopFinished(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "finished")
+	s, rec, ring := newSupervisor(`trap 'touch "$1"' TERM; echo ready; while :; do sleep 0.05; done`, mark)
+	var asked atomic.Int64
+	s.Finished = func(pid int) func() bool {
+		asked.Store(int64(pid))
+		return func() bool {
+			_, err := os.Stat(mark)
+			return err == nil
+		}
+	}
+	errc := runInBackground(t, s)
+	waitFor(t, 10*time.Second, "child ready", func() bool { return contains(ring.Lines(), "etcd: ready") })
+	pid := s.Pid()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(time.Hour) }()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop still waits 30s after the child marked itself finished")
+	}
+	require.NoError(t, waitRun(t, errc))
+	assert.Equal(t, int64(pid), asked.Load(), "Finished is asked about the running child")
+	assert.FileExists(t, mark, "SIGTERM came first")
+	assert.True(t, rec.has(fmt.Sprintf("etcdbox: stop etcd (pid %d): done with what matters ", pid)), rec.lines())
+	assert.True(t, rec.has("etcdbox: etcd stopped: signal: killed\n"))
+	assert.False(t, rec.has("sending SIGKILL"), "not the timeout's SIGKILL")
+}
+
+// TestSupervisorStopFinishedUnsure: without a check (Finished returns nil)
+// or with one that never reports true, Stop waits for the child as before.
+func TestSupervisorStopFinishedUnsure(t *testing.T) {
+	for name, check := range map[string]func() bool{"no check": nil, "never": func() bool { return false }} {
+		t.Run(name, func(t *testing.T) {
+			s, rec, ring := newSupervisor(`trap 'kill $!; echo "got TERM"; exit 0' TERM; echo ready; sleep 30 & wait`)
+			s.Finished = func(int) func() bool { return check }
+			errc := runInBackground(t, s)
+			waitFor(t, 10*time.Second, "child ready", func() bool { return contains(ring.Lines(), "etcd: ready") })
+			require.NoError(t, s.Stop(10*time.Second))
+			require.NoError(t, waitRun(t, errc))
+			assert.Contains(t, ring.Lines(), "etcd: got TERM")
+			assert.True(t, rec.has("etcdbox: etcd stopped: exit status 0\n"), rec.lines())
+			assert.False(t, rec.has("done with what matters"))
+		})
+	}
+}

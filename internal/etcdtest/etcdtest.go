@@ -228,6 +228,12 @@ func (c *Cluster) Client(t *testing.T, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
+// Pid is the member's process id.
+func (m *Member) Pid() int { return m.cmd.Process.Pid }
+
+// DataDir is the member's --data-dir.
+func (m *Member) DataDir() string { return filepath.Join(m.dir, "data") }
+
 // Kill ends the member's process with SIGKILL and waits for it.
 func (c *Cluster) Kill(name string) {
 	for _, m := range c.Members {
