@@ -107,6 +107,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 	if rec, err := recovery.Load(n.recoveryFile()); err == nil {
 		st.Recovery = rec
 	}
+	st.Storage = n.storageStatus()
 	if n.supervisor() != nil {
 		if c, err := n.localMember().client(); err == nil {
 			defer c.Close()
@@ -122,6 +123,10 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 					st.Member.Role = nodeapi.RoleLearner
 				}
 				st.Member.Alarms = s.Errors
+				st.Storage.DBSize, st.Storage.DBInUse = s.DbSize, s.DbSizeInUse
+				if s.DbSizeQuota > 0 {
+					st.Storage.Quota = s.DbSizeQuota
+				}
 				st.Member.Healthy = ready(sctx, c) == nil
 				if last, err := readLastBackup(sctx, c); err == nil {
 					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken
@@ -131,6 +136,30 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// storageStatus is what DATA holds and has free, the kept backups and the
+// quota this node gave etcd (0: etcd's default); Status adds what etcd
+// says of its database.
+func (n *node) storageStatus() nodeapi.Storage {
+	var out nodeapi.Storage
+	var fs unix.Statfs_t
+	if unix.Statfs(n.root, &fs) == nil {
+		out.DataBytes = int64(fs.Blocks) * int64(fs.Bsize)
+		out.DataFree = int64(fs.Bavail) * int64(fs.Bsize)
+	}
+	if kept, err := backup.List(n.backupsDir()); err == nil {
+		for _, k := range kept {
+			out.Backups += k.Size
+		}
+	}
+	if m := n.localMember(); m.DataDir != "" {
+		out.Quota = m.QuotaBytes
+		if out.Quota == 0 {
+			out.Quota = etcdDefaultQuota
+		}
+	}
+	return out
 }
 
 func slotState(s slot.Slot) string {

@@ -206,6 +206,17 @@ func TestBackupFailureReported(t *testing.T) {
 	}
 	assert.Empty(t, st.Backups.Failed)
 	assert.Equal(t, "n1", st.Backups.LastNode)
+
+	// The storage as the node reports it: DATA's filesystem, the backups
+	// it keeps, etcd's database against the quota etcd runs with.
+	s := st.Storage
+	assert.Positive(t, s.DataFree)
+	assert.LessOrEqual(t, s.DataFree, s.DataBytes)
+	assert.Positive(t, s.Backups, "the backup just taken")
+	assert.Positive(t, s.DBInUse)
+	assert.LessOrEqual(t, s.DBInUse, s.DBSize)
+	assert.Greater(t, s.Quota, s.DBSize)
+	n.waitLog(0, "etcd: database quota "+size(s.Quota)+" ", time.Second)
 }
 
 func TestLastBackupDue(t *testing.T) {

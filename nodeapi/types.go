@@ -108,6 +108,29 @@ type Status struct {
 	// Recovery is the node's last quorum-loss recovery (etcdbox recover),
 	// zero when it never was a survivor.
 	Recovery Recovery `json:"recovery,omitzero"`
+	// Storage is what DATA holds and has free, and etcd's database
+	// against its quota; zero from a node that does not tell.
+	Storage Storage `json:"storage,omitzero"`
+}
+
+// Storage is a node's DATA and its member's database, in bytes.
+type Storage struct {
+	// DataBytes is the size of DATA's filesystem, DataFree what it has
+	// free for etcd and the init (not counting the blocks reserved for
+	// root).
+	DataBytes int64 `json:"dataBytes"`
+	DataFree  int64 `json:"dataFree"`
+	// Backups is what the backups kept on this node take.
+	Backups int64 `json:"backups,omitempty"`
+	// Quota is the database quota etcd runs with; zero before etcd's
+	// settings are worked out.
+	Quota int64 `json:"quota,omitempty"`
+	// DBSize is the size of etcd's database file and DBInUse what of it
+	// holds data (a defragmentation shrinks the file to about that), as
+	// etcd reports them; zero while etcd does not answer. etcd raises
+	// NOSPACE when DBSize reaches Quota.
+	DBSize  int64 `json:"dbSize,omitempty"`
+	DBInUse int64 `json:"dbInUse,omitempty"`
 }
 
 // Quorum is a voting member's view of its cluster's quorum.

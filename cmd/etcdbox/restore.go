@@ -35,6 +35,11 @@ names it, fetched and verified), or a pushed backup's reference by digest
 cluster, whose current data is discarded (moved aside on each node, never
 deleted).
 
+Every node must answer and have room on DATA for its part: the seed for
+the snapshot twice (as received and as restored), the others once (the new
+cluster's database), and each 128 MiB for etcd's WAL. Otherwise nothing is
+fenced, and the command names each node that is short.
+
 Every node is fenced first: its etcd stops and stays stopped, across
 reboots, until the restore goes on, so no member serves clients while the
 cluster goes back. The snapshot goes to one node (--seed, default the first
@@ -85,11 +90,19 @@ func (f *nodeFlags) restore(ctx context.Context, out io.Writer, rf *registryFlag
 	if err != nil {
 		return err
 	}
-	nodes, err := pickRestoreNodes(queryStatus(ctx, targets, files, 10*time.Second), discard, seedNode)
+	results := queryStatus(ctx, targets, files, 10*time.Second)
+	nodes, err := pickRestoreNodes(results, discard, seedNode)
 	if err != nil {
 		return err
 	}
 	seed := nodes[0]
+	fi, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
+	if err := restoreRoom(results, seed.name, token, fi.Size()); err != nil {
+		return err
+	}
 	// Fence every node; a node that answers NoOp is done with this
 	// restore already.
 	done := map[string]bool{}
@@ -290,4 +303,37 @@ func short(token string) string {
 		return token[:24] + "..."
 	}
 	return token
+}
+
+// restoreRoom checks, before any node is fenced, that every node has room
+// on DATA for its part of the restore of a snapshot of snapSize bytes:
+// the seed keeps the snapshot it receives and restores it into a new
+// database beside it, each node that rejoins receives the new cluster's
+// database from its leader, and each one's etcd starts a new WAL (walRoom
+// covers it). A node's old data dir is only moved aside, which takes no
+// room. Without this check a restore could stop half way, with every
+// node fenced, on a full disk. Nodes already in this restore (a resume),
+// and nodes that do not report their storage, are not checked: a node
+// refuses what does not fit by itself.
+func restoreRoom(results []statusResult, seed, token string, snapSize int64) error {
+	var short []string
+	for _, r := range results {
+		st := r.status
+		if r.err != nil || st.Storage.DataBytes == 0 || st.Recovery.Token == token {
+			continue
+		}
+		name := orDefault(st.Name, r.target.name)
+		need, what := snapSize+walRoom, "the new cluster's database"
+		if name == seed {
+			need, what = 2*snapSize+walRoom, "the snapshot as received and as restored"
+		}
+		if st.Storage.DataFree < need {
+			short = append(short, fmt.Sprintf("%s has %s free and needs about %s (%s, and %s for etcd's WAL)",
+				name, binarySize(st.Storage.DataFree), binarySize(need), what, binarySize(walRoom)))
+		}
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not enough room on DATA for the restore, so no node was fenced: %s; grow the disks (a node grows DATA with its disk at boot) and run the same command again", strings.Join(short, "; "))
 }

@@ -48,3 +48,44 @@ func TestPickRestoreNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreRoom: before fencing, the seed must have room for the
+// snapshot twice and the others for it once, each with the WAL's room;
+// nodes already in this restore, or that do not report, are not checked.
+func TestRestoreRoom(t *testing.T) {
+	const mib = 1 << 20
+	const token = "restore-abc"
+	node := func(name string, free int64) statusResult {
+		st := nodeapi.Status{Name: name, Storage: nodeapi.Storage{DataBytes: 2048 * mib, DataFree: free}}
+		return statusResult{target: statusTarget{name: name, endpoint: "https://" + name}, status: st}
+	}
+	snap := int64(200 * mib)
+	// The seed needs 2*200+128 = 528 MiB, the others 328 MiB.
+	assert.NoError(t, restoreRoom([]statusResult{node("n1", 528*mib), node("n2", 328*mib), node("n3", 1000*mib)}, "n1", token, snap))
+
+	err := restoreRoom([]statusResult{node("n1", 527*mib), node("n2", 327*mib), node("n3", 1000*mib)}, "n1", token, snap)
+	require.Error(t, err)
+	assert.Equal(t, "not enough room on DATA for the restore, so no node was fenced: "+
+		"n1 has 527 MiB free and needs about 528 MiB (the snapshot as received and as restored, and 128 MiB for etcd's WAL); "+
+		"n2 has 327 MiB free and needs about 328 MiB (the new cluster's database, and 128 MiB for etcd's WAL); "+
+		"grow the disks (a node grows DATA with its disk at boot) and run the same command again", err.Error())
+
+	// The seed is whichever node the restore names.
+	err = restoreRoom([]statusResult{node("n1", 400*mib), node("n2", 400*mib)}, "n2", token, snap)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "n2 has 400 MiB free and needs about 528 MiB")
+	assert.NotContains(t, err.Error(), "n1 has")
+
+	// A node of this restore already (a resume), one that does not
+	// report its storage, and one that did not answer are not checked.
+	resumed := node("n1", 10*mib)
+	resumed.status.Recovery = nodeapi.Recovery{Op: nodeapi.OpRestore, Token: token, Phase: nodeapi.RecoverySaved}
+	old := node("n2", 0)
+	old.status.Storage = nodeapi.Storage{}
+	silent := node("n3", 0)
+	silent.err = errors.New("connection refused")
+	assert.NoError(t, restoreRoom([]statusResult{resumed, old, silent}, "n1", token, snap))
+	// Another restore's record does not count as this one's.
+	resumed.status.Recovery.Token = "restore-def"
+	assert.ErrorContains(t, restoreRoom([]statusResult{resumed}, "n1", token, snap), "n1 has 10 MiB free")
+}

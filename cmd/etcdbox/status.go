@@ -53,10 +53,13 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show each node's image version, slot, member role, health and certificate expiry",
 		Long: `Ask every node's API (mutual TLS with the admin certificate) for its
 status and print one row per node: image and etcd versions, booted slot and
-whether it is blessed, member role, leadership, health, and the expiry of
+whether it is blessed, member role, leadership, health, etcd's database
+against its quota, DATA's free space against its size, and the expiry of
 the node's certificate (flagged when it is less than 14 days away). Lines
 under the table tell of a rollback, a recovery, an upgrade or a CA
-rotation under way, and of the node's PKI warnings.
+rotation under way, of the node's PKI warnings, of a database at 80% of
+its quota or more, and of DATA with less free than the database may still
+grow (the disk would fill before etcd's quota stops it).
 
 --dir reads the nodes of a local cluster from DIR/state.json (etcdbox
 cluster up) and the admin certificate from DIR/pki. --endpoints names the
@@ -174,7 +177,7 @@ func askEach(ctx context.Context, targets []statusTarget, files nodeapi.TLSFiles
 // agent is busy or failed.
 func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tVERSION\tETCD\tSLOT\tBLESSED\tROLE\tLEADER\tHEALTH\tUPTIME\tKERNEL\tCERT EXPIRY")
+	fmt.Fprintln(w, "NODE\tVERSION\tETCD\tSLOT\tBLESSED\tROLE\tLEADER\tHEALTH\tDB/QUOTA\tDATA FREE\tUPTIME\tKERNEL\tCERT EXPIRY")
 	var notes []string
 	for _, r := range results {
 		name := r.target.name
@@ -185,7 +188,7 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 			if ae := (*nodeapi.Error)(nil); errors.As(r.err, &ae) {
 				state = "error" // it answered, but not with a status
 			}
-			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t%v\n", name, state, r.err)
+			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t%v\n", name, state, r.err)
 			continue
 		}
 		s := r.status
@@ -211,9 +214,11 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 		if s.Uptime > 0 {
 			uptime = roughDuration(s.Uptime)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
-			slot, blessed, role, leader, health, uptime, orDefault(s.Kernel, "-"), certExpiry(s.CertExpiry, now))
+		db, data := storageCells(s.Storage)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orDefault(s.Version, "-"), orDefault(s.EtcdVersion, "-"),
+			slot, blessed, role, leader, health, db, data, uptime, orDefault(s.Kernel, "-"), certExpiry(s.CertExpiry, now))
 		notes = append(notes, nodeNotes(name, s, now)...)
+		notes = append(notes, storageNotes(name, s.Storage)...)
 	}
 	w.Flush()
 	if note, _ := backupNote(results, now); note != "" {

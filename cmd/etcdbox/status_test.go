@@ -131,8 +131,8 @@ func TestStatusCommand(t *testing.T) {
 		t.Log("\n" + out)
 		require.Error(t, err, "an unreachable node makes the exit status non-zero")
 		assert.Contains(t, err.Error(), "1 of 2 nodes did not answer: "+url(down))
-		assert.Regexp(t, `^NODE +VERSION +ETCD +SLOT +BLESSED +ROLE +LEADER +HEALTH +UPTIME +KERNEL +CERT EXPIRY\n`, out)
-		assert.Equal(t, []string{"n1", "v2", "3.7.3", "b", "yes", "voter", "yes", "healthy", "26h", "6.1.0-57-amd64",
+		assert.Regexp(t, `^NODE +VERSION +ETCD +SLOT +BLESSED +ROLE +LEADER +HEALTH +DB/QUOTA +DATA FREE +UPTIME +KERNEL +CERT EXPIRY\n`, out)
+		assert.Equal(t, []string{"n1", "v2", "3.7.3", "b", "yes", "voter", "yes", "healthy", "-", "-", "26h", "6.1.0-57-amd64",
 			n1.CertExpiry.UTC().Format(time.DateOnly), "(in", "60d)"}, rowOf(t, out, "n1"))
 		row := rowOf(t, out, url(down))
 		assert.Equal(t, []string{"-", "-", "-", "-", "-", "-", "unreachable"}, row[1:8])
@@ -355,4 +355,56 @@ func TestStatusPKI(t *testing.T) {
 	err := statusProblems(results, now)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "n2: certificate 2026-03-04 (in 3d, EXPIRES SOON)")
+}
+
+// TestStatusStorage: the DB/QUOTA and DATA FREE cells, and the notes on a
+// database near its quota and on DATA that could fill before the quota
+// stops the database. Neither note changes the exit status.
+func TestStatusStorage(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const mib, gib = 1 << 20, 1 << 30
+	node := func(name string, s nodeapi.Storage) statusResult {
+		st := nodeapi.Status{Name: name, Member: nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true}, Storage: s}
+		return statusResult{target: statusTarget{name: name, endpoint: name}, status: st}
+	}
+	results := []statusResult{
+		// Plenty of room.
+		node("n1", nodeapi.Storage{DataBytes: 1536 * mib, DataFree: 1331 * mib, Quota: 589 * mib, DBSize: 24 << 10, DBInUse: 16 << 10}),
+		// 85% of the quota, two thirds of it free pages.
+		node("n2", nodeapi.Storage{DataBytes: 20 * gib, DataFree: 15 * gib, Quota: 2 * gib, DBSize: 1741 * mib, DBInUse: 600 * mib}),
+		// Backups took the room the database may still grow into.
+		node("n3", nodeapi.Storage{DataBytes: 1536 * mib, DataFree: 300 * mib, Backups: 700 * mib, Quota: 589 * mib, DBSize: 200 * mib, DBInUse: 190 * mib}),
+		// A node that does not report its storage.
+		node("n4", nodeapi.Storage{}),
+	}
+	var b strings.Builder
+	printNodeStatus(&b, results, now)
+	out := b.String()
+	t.Log("\n" + out)
+	cells := func(name string) []string { return rowOf(t, out, name)[8:10] }
+	assert.Equal(t, []string{"24K/589M", "1.3G/1.5G"}, cells("n1"))
+	assert.Equal(t, []string{"1.7G/2.0G", "15G/20G"}, cells("n2"))
+	assert.Equal(t, []string{"200M/589M", "300M/1.5G"}, cells("n3"))
+	assert.Equal(t, []string{"-", "-"}, cells("n4"))
+
+	assert.NotContains(t, out, "n1: DATA")
+	assert.NotContains(t, out, "n1: DATABASE")
+	assert.Contains(t, out, "n2: DATABASE NEAR ITS QUOTA: 1.7 GiB of 2.0 GiB (85%); at the quota etcd raises NOSPACE and takes only reads and deletes; 600 MiB of it is in use, so etcdbox defrag (or maintain) would give back about 1.1 GiB\n")
+	assert.NotContains(t, out, "n2: DATA LOW")
+	assert.Contains(t, out, "n3: DATA LOW: 300 MiB free, but the database may still grow by 389 MiB before its quota stops it, and its WAL needs up to 128 MiB: the disk can fill first, and etcd stops on a failed write; grow the disk (the node grows DATA with it at boot), or keep fewer backups (the seed's backup.keep; here they take 700 MiB)\n")
+	assert.NotContains(t, out, "n3: DATABASE")
+	assert.NotContains(t, out, "n4:")
+	assert.NoError(t, statusProblems(results, now), "storage notes warn; they do not fail the status")
+
+	// A database at its quota whose pages are in use: compaction first.
+	full := node("n5", nodeapi.Storage{DataBytes: 20 * gib, DataFree: 15 * gib, Quota: 2 * gib, DBSize: 2 * gib, DBInUse: 2*gib - mib})
+	b.Reset()
+	printNodeStatus(&b, []statusResult{full}, now)
+	assert.Contains(t, b.String(), "n5: DATABASE NEAR ITS QUOTA: 2.0 GiB of 2.0 GiB (100%); at the quota etcd raises NOSPACE and takes only reads and deletes; etcdbox maintain compacts the history and defragments\n")
+}
+
+func TestShortSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 512: "512", 24 << 10: "24K", 1536 << 10: "1.5M", 589 << 20: "589M", 15 << 30: "15G", 3 << 40: "3.0T"} {
+		assert.Equal(t, want, shortSize(n), "%d", n)
+	}
 }
