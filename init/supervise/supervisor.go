@@ -400,16 +400,24 @@ func (s *Supervisor) Stop(timeout time.Duration) error {
 		return s.killFinished(p, time.Since(sent))
 	}
 	s.logf("%s (pid %d) still running %s after SIGTERM; sending SIGKILL", s.Name, p.Pid(), timeout)
+	if err := s.kill(p); err != nil {
+		return err
+	}
+	return fmt.Errorf("stop %s (pid %d): killed after %s without exiting on SIGTERM", s.Name, p.Pid(), timeout)
+}
+
+// kill sends SIGKILL to p and waits for it to be reaped, up to killWait:
+// a process in uninterruptible sleep (stuck I/O) can outlive SIGKILL, and
+// the shutdown must not hang on it.
+func (s *Supervisor) kill(p *Process) error {
 	if err := p.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("stop %s (pid %d): SIGKILL: %w", s.Name, p.Pid(), err)
 	}
-	// A process in uninterruptible sleep (stuck I/O) can outlive SIGKILL;
-	// do not hang the shutdown on it.
 	k := time.NewTimer(killWait)
 	defer k.Stop()
 	select {
 	case <-p.Done():
-		return fmt.Errorf("stop %s (pid %d): killed after %s without exiting on SIGTERM", s.Name, p.Pid(), timeout)
+		return nil
 	case <-k.C:
 		return fmt.Errorf("stop %s (pid %d): still running %s after SIGKILL", s.Name, p.Pid(), killWait)
 	}
@@ -455,18 +463,11 @@ func waitStop(p *Process, finished func() bool, timeout <-chan time.Time) int {
 // SIGTERM: what it had left to do does not matter, so this is a stop like
 // any other.
 func (s *Supervisor) killFinished(p *Process, after time.Duration) error {
-	if err := p.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop %s (pid %d): SIGKILL: %w", s.Name, p.Pid(), err)
+	if err := s.kill(p); err != nil {
+		return err
 	}
-	k := time.NewTimer(killWait)
-	defer k.Stop()
-	select {
-	case <-p.Done():
-		s.logf("stop %s (pid %d): done with what matters %s after SIGTERM; SIGKILL ended the rest of its exit", s.Name, p.Pid(), after.Round(time.Millisecond))
-		return nil
-	case <-k.C:
-		return fmt.Errorf("stop %s (pid %d): still running %s after SIGKILL", s.Name, p.Pid(), killWait)
-	}
+	s.logf("stop %s (pid %d): done with what matters %s after SIGTERM; SIGKILL ended the rest of its exit", s.Name, p.Pid(), after.Round(time.Millisecond))
+	return nil
 }
 
 // Pid returns the pid of the running child, or 0 when none runs.
