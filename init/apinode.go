@@ -123,10 +123,7 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 					st.Member.Role = nodeapi.RoleLearner
 				}
 				st.Member.Alarms = s.Errors
-				st.Storage.DBSize, st.Storage.DBInUse = s.DbSize, s.DbSizeInUse
-				if s.DbSizeQuota > 0 {
-					st.Storage.Quota = s.DbSizeQuota
-				}
+				st.Storage = withEtcdStatus(st.Storage, s)
 				st.Member.Healthy = ready(sctx, c) == nil
 				if last, err := readLastBackup(sctx, c); err == nil {
 					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken

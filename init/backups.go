@@ -311,7 +311,7 @@ const etcdDefaultQuota = 2 << 30
 
 // walReserve is the room kept for etcd's WAL beside its database: two of
 // its 64 MiB segments (it preallocates the next one).
-const walReserve = 128 << 20
+const walReserve = nodeapi.WALRoom
 
 // dataFree is what the filesystem of dir (or of root, when dir does not
 // exist yet) has free for an unprivileged writer.

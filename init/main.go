@@ -208,6 +208,9 @@ func (n *node) boot(ctx context.Context) error {
 		// Renew this node's leaves at two thirds of their life
 		// (certs.go).
 		{"certificate renewal", n.renewCertificates},
+		// Say when DATA could fill before etcd's quota stops the
+		// database (storagewatch.go).
+		{"storage watch", n.watchStorage},
 	})
 	// On a new slot: bless it once healthy, or mark it bad and reboot.
 	go n.runGate(ctx)

@@ -110,3 +110,24 @@ func TestErrorMessage(t *testing.T) {
 	err := &Error{StatusCode: 400, Message: `request body: unknown field "imag"`}
 	assert.Equal(t, `400 Bad Request: request body: unknown field "imag"`, err.Error())
 }
+
+// TestStorageLow: DATA is low when it has less free than the database may
+// still grow before its quota plus WALRoom; unknown sizes are never low.
+func TestStorageLow(t *testing.T) {
+	const mib = 1 << 20
+	s := Storage{DataBytes: 2048 * mib, DataFree: 617 * mib, Quota: 589 * mib, DBSize: 100 * mib}
+	grow, low := s.Low()
+	assert.Equal(t, int64(489*mib), grow)
+	assert.False(t, low, "489 MiB to grow and 128 MiB for the WAL: exactly 617 MiB free")
+	s.DataFree--
+	_, low = s.Low()
+	assert.True(t, low)
+	// A database past its quota (a quota lowered) has nothing left to grow.
+	grow, low = Storage{DataBytes: 2048 * mib, DataFree: 200 * mib, Quota: 100 * mib, DBSize: 150 * mib}.Low()
+	assert.Equal(t, int64(0), grow)
+	assert.False(t, low)
+	for _, unknown := range []Storage{{}, {DataBytes: 1, DataFree: 0, Quota: 1}, {DataFree: 0, Quota: 10, DBSize: 1}, {DataBytes: 10, DBSize: 1}} {
+		_, low := unknown.Low()
+		assert.False(t, low, "%+v", unknown)
+	}
+}

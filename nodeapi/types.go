@@ -133,6 +133,22 @@ type Storage struct {
 	DBInUse int64 `json:"dbInUse,omitempty"`
 }
 
+// WALRoom is what etcd's WAL may need on DATA beside the database: two of
+// its 64 MiB segments (it preallocates the next one).
+const WALRoom = 128 << 20
+
+// Low reports whether DATA has less free than the database may still grow
+// before its quota stops it (grow) plus WALRoom: the disk would then fill
+// before etcd raises NOSPACE, and etcd stops on a failed write. It is
+// false when s does not tell the sizes.
+func (s Storage) Low() (grow int64, low bool) {
+	if s.DataBytes <= 0 || s.Quota <= 0 || s.DBSize <= 0 {
+		return 0, false
+	}
+	grow = max(s.Quota-s.DBSize, 0)
+	return grow, s.DataFree < grow+WALRoom
+}
+
 // Quorum is a voting member's view of its cluster's quorum.
 type Quorum struct {
 	// Lost: the member has served no linearizable read for longer than

@@ -15,10 +15,9 @@ import (
 // quotaWarn is the share of its quota at which a database is flagged.
 const quotaWarn = 0.8
 
-// walRoom is what etcd's WAL may need beside the database: two of its 64
-// MiB segments (it preallocates the next one). The init keeps as much
-// free when it takes backups (init/backups.go walReserve).
-const walRoom = 128 << 20
+// walRoom is what etcd's WAL may need beside the database (the init keeps
+// as much free when it takes backups, init/backups.go walReserve).
+const walRoom = nodeapi.WALRoom
 
 // storageCells are the DB and DATA FREE cells of a node's row: the
 // database against its quota ("24K/589M"), and DATA's free space against
@@ -52,8 +51,7 @@ func storageNotes(name string, s nodeapi.Storage) []string {
 		}
 		notes = append(notes, note)
 	}
-	grow := max(s.Quota-s.DBSize, 0)
-	if s.DataBytes > 0 && s.DataFree < grow+walRoom {
+	if grow, low := s.Low(); low {
 		note := fmt.Sprintf("%s: DATA LOW: %s free, but the database may still grow by %s before its quota stops it, and its WAL needs up to %s: the disk can fill first, and etcd stops on a failed write; grow the disk (the node grows DATA with it at boot)",
 			name, binarySize(s.DataFree), binarySize(grow), binarySize(walRoom))
 		if s.Backups > 0 {
