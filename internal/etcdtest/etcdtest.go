@@ -231,6 +231,17 @@ func (c *Cluster) Client(t *testing.T, endpoints ...string) *clientv3.Client {
 // Pid is the member's process id.
 func (m *Member) Pid() int { return m.cmd.Process.Pid }
 
+// Exited reports whether the member's process has exited (and was
+// reaped).
+func (m *Member) Exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // DataDir is the member's --data-dir.
 func (m *Member) DataDir() string { return filepath.Join(m.dir, "data") }
 
