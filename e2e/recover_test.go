@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,16 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	})
 	before := userKeys(ctx, t, cl3, clientv3.WithSerializable())
 	require.Contains(t, before, "recover/with-n1-down")
+	// etcd's backend commits its writes to the database file in batches
+	// (every 100 ms, later on a loaded host); till then they are in the
+	// WAL alone, which etcd replays on start. The offline check of n2's
+	// data below reads the file: a snapshot makes n2's backend commit
+	// first, so the file holds the write made with n1 down.
+	waitFor(ctx, t, "n2 to apply the write made with n1 down", func() (bool, string) {
+		s2 := memberStatus(ctx, t, c, "n2")
+		return s2.Header.Revision >= downRev, fmt.Sprintf("n2 at revision %d, the write at %d", s2.Header.Revision, downRev)
+	})
+	commitBackend(ctx, t, c, "n2")
 	vm3, err := c.VM("n3")
 	require.NoError(t, err)
 	mark3 := vm3.Mark()
@@ -154,11 +165,11 @@ func testRecover(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	assert.NotContains(t, vm2.Console(), "moved the removed member's data", "n2 moved its data")
 	n2, _ := c.Node("n2")
 	got := hashDB(t, memberDB(t, filepath.Join(n2.Dir, "disk.qcow2")))
-	// Offline, the database shows what etcd's backend last committed (in
-	// batches, every 100 ms): writes just before the power cut, such as
-	// the backup election's as n1's lease ran out, may be only in the
-	// WAL, which etcd replays on start. The write made with n1 down is
-	// seconds older.
+	// Offline, the database shows what etcd's backend last committed:
+	// writes after the snapshot above, such as the backup election's as
+	// n1's lease ran out, may be in the WAL alone. The write made with n1
+	// down was committed.
+	t.Logf("n2 offline: revision %d; the write made with n1 down: %d", got.Revision, downRev)
 	assert.GreaterOrEqual(t, got.Revision, downRev, "n2 keeps its data")
 
 	// With an empty disk, n2 joins as a learner and is promoted.
@@ -218,4 +229,21 @@ func userKeys(ctx context.Context, t *testing.T, cl *clientv3.Client, opts ...cl
 	}
 	require.NotEmpty(t, kv)
 	return kv
+}
+
+// commitBackend has node's etcd commit its backend's pending batch to
+// the database file, by taking a snapshot (etcd commits the batch
+// before it reads one) and reading it whole.
+func commitBackend(ctx context.Context, t *testing.T, c *cluster.Cluster, node string) {
+	t.Helper()
+	cl := dial(t, c, node)
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rc, err := cl.Snapshot(sctx)
+	require.NoError(t, err, "a snapshot of %s", node)
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	require.NoError(t, err, "a snapshot of %s", node)
+	require.Positive(t, n, "a snapshot of %s", node)
 }
