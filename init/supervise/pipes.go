@@ -5,14 +5,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"time"
 )
 
 // childPipes connects a command's Stdin, Stdout and Stderr that are not
 // *os.File through pipes, as exec.Cmd does, for Start.
 type childPipes struct {
 	p         *Process
-	childEnds []*os.File // the child's ends, closed in the parent once it started
-	copies    []func()   // output copies, run once the child started
+	childEnds []*os.File    // the child's ends, closed in the parent once it started
+	copies    []func()      // output copies, run once the child started
+	pause     time.Duration // between an output copy's reads
 }
 
 // connect replaces cmd's non-file Stdin, Stdout and Stderr with pipes;
@@ -67,14 +69,14 @@ func (c *childPipes) inPipe(r io.Reader) (*os.File, error) {
 // outPipe returns the child's end of a pipe whose output is copied to w
 // once the child started.
 func (c *childPipes) outPipe(w io.Writer) (*os.File, error) {
-	pr, pw, err := os.Pipe()
+	pr, pw, err := newOutputPipe()
 	if err != nil {
 		return nil, err
 	}
 	c.childEnds, c.p.readers = append(c.childEnds, pw), append(c.p.readers, pr)
 	c.copies = append(c.copies, func() {
 		defer c.p.copies.Done()
-		_, _ = io.Copy(w, pr)
+		copyOutput(w, pr, c.pause)
 	})
 	return pw, nil
 }
@@ -82,7 +84,7 @@ func (c *childPipes) outPipe(w io.Writer) (*os.File, error) {
 // started closes the child's ends in the parent and starts the output
 // copies.
 func (c *childPipes) started() {
-	closeAll(c.childEnds)
+	closeAll(c.childEnds...)
 	c.p.copies.Add(len(c.copies))
 	for _, cp := range c.copies {
 		go cp()
@@ -91,8 +93,8 @@ func (c *childPipes) started() {
 
 // abort closes every pipe after the child failed to start.
 func (c *childPipes) abort() {
-	closeAll(c.childEnds)
-	closeAll(c.p.readers)
+	closeAll(c.childEnds...)
+	closeAll(c.p.readers...)
 	if c.p.stdin != nil {
 		_ = c.p.stdin.Close()
 	}

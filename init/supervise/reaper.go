@@ -73,9 +73,9 @@ type Process struct {
 	status    Status
 	waitDelay time.Duration
 
-	copies  sync.WaitGroup // goroutines copying output to non-file writers
-	readers []*os.File     // parent ends of output pipes
-	stdin   *os.File       // parent end of the stdin pipe, if any
+	copies  sync.WaitGroup  // goroutines copying output to non-file writers
+	readers []io.ReadCloser // parent ends of output pipes
+	stdin   *os.File        // parent end of the stdin pipe, if any
 
 	waitOnce sync.Once
 	waitErr  error
@@ -131,14 +131,14 @@ func (p *Process) Wait() error {
 			select {
 			case <-copied:
 			case <-t.C:
-				closeAll(p.readers) // unblocks the copies
+				closeAll(p.readers...) // unblocks the copies
 				<-copied
 			}
 			t.Stop()
 		} else {
 			<-copied
 		}
-		closeAll(p.readers)
+		closeAll(p.readers...)
 		if p.stdin != nil {
 			_ = p.stdin.Close()
 		}
@@ -154,7 +154,12 @@ func (p *Process) Wait() error {
 // As with exec.Cmd, a Stdin, Stdout or Stderr that is not an *os.File is
 // connected through a pipe and copied by a goroutine; Stdout and Stderr
 // that are the same writer share one pipe.
-func Start(cmd *exec.Cmd) (*Process, error) {
+func Start(cmd *exec.Cmd) (*Process, error) { return start(cmd, 0) }
+
+// start is Start, with the output copies pausing between reads (see
+// outputPause): the Supervisor's long-running children pause, one-shot
+// tools do not, since each pause would add to the tool's run.
+func start(cmd *exec.Cmd, pause time.Duration) (*Process, error) {
 	if err := StartReaper(); err != nil {
 		return nil, err
 	}
@@ -166,7 +171,7 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{}), waitDelay: cmd.WaitDelay}
 	stdin, stdout, stderr := cmd.Stdin, cmd.Stdout, cmd.Stderr
-	pipes := &childPipes{p: p}
+	pipes := &childPipes{p: p, pause: pause}
 	err := pipes.connect(cmd)
 	if err == nil {
 		err = startRegistered(cmd, p)
@@ -266,7 +271,7 @@ func RunTool(ctx context.Context, cmd *exec.Cmd) (out []byte, code int, err erro
 	return out, 0, nil
 }
 
-func closeAll(fs []*os.File) {
+func closeAll[F io.Closer](fs ...F) {
 	for _, f := range fs {
 		_ = f.Close()
 	}

@@ -354,7 +354,7 @@ func (s *Supervisor) start() (*Process, []*lineWriter, error) {
 			out = append(out, lw)
 		}
 	}
-	p, err := Start(cmd)
+	p, err := start(cmd, outputPause)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %s: %w", s.Path, err)
 	}
