@@ -29,9 +29,16 @@ import (
 // and the console at most this much later.
 const outputPause = 50 * time.Millisecond
 
-// copyOutput copies r to w until r ends, pausing between reads.
-func copyOutput(w io.Writer, r io.Reader, pause time.Duration) {
+// copyOutput copies r to w until r ends, pausing between reads until
+// exited is closed: what a child wrote before its exit is read at once,
+// so a stop or a restart waits for no pause.
+func copyOutput(w io.Writer, r io.Reader, pause time.Duration, exited <-chan struct{}) {
 	buf := make([]byte, 64<<10)
+	var t *time.Timer
+	if pause > 0 {
+		t = time.NewTimer(pause)
+		defer t.Stop()
+	}
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -40,8 +47,12 @@ func copyOutput(w io.Writer, r io.Reader, pause time.Duration) {
 		if err != nil {
 			return
 		}
-		if pause > 0 {
-			time.Sleep(pause)
+		if t != nil {
+			t.Reset(pause)
+			select {
+			case <-t.C:
+			case <-exited:
+			}
 		}
 	}
 }

@@ -76,7 +76,7 @@ func (c *childPipes) outPipe(w io.Writer) (*os.File, error) {
 	c.childEnds, c.p.readers = append(c.childEnds, pw), append(c.p.readers, pr)
 	c.copies = append(c.copies, func() {
 		defer c.p.copies.Done()
-		copyOutput(w, pr, c.pause)
+		copyOutput(w, pr, c.pause, c.p.done)
 	})
 	return pw, nil
 }
