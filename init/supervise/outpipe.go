@@ -14,14 +14,14 @@ import (
 // etcd under load logs a line for most slow requests, about 130 lines a
 // second per member at 256 clients under software emulation. Each line
 // was one write(2) of etcd that woke the init, and on a 1-vCPU VM every
-// such wakeup is a switch from etcd to the init and back. That cost
-// etcd's throughput at 256 clients 12-19% against the same etcd on the
-// same VM writing its log to the console itself (bench/throughput). A
-// pause alone was not enough: the Go runtime's poller is woken by every
-// write to a pipe it watches, whether or not a read waits on it. So the
-// parent's end of the pipe is kept out of the poller as well (see
-// newOutputPipe). Together they brought the 256-client put throughput to
-// 0.99x of that floor, from 0.85x with the pause alone.
+// such wakeup is a switch from etcd to the init and back. bench/throughput
+// put the appliance's etcd at 0.81-0.88x of the same etcd with mutual TLS
+// on the same VM, writing its log to the console itself (the TLS floor),
+// at 256 clients, and at 0.97-1.02x at 1 and 16. A pause alone was not
+// enough (0.85x): the Go runtime's poller is woken by every write to a
+// pipe it watches, whether or not a read waits on it. So the parent's end
+// of the pipe is kept out of the poller as well (see newOutputPipe).
+// Together they read 0.97-0.99x at 256 clients.
 //
 // The pipe holds 64 KiB, which a child fills in one pause only by
 // logging more than 1.3 MB a second; it then waits in write(2) until the
