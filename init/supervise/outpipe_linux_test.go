@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,32 +8,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// syncBuffer is a bytes.Buffer safe for a copy goroutine and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestQuietReader: a Read waits for data, returns what was written, ends
 // with io.EOF once every write end is closed, and Close ends a Read that
@@ -100,7 +81,7 @@ func TestQuietReader(t *testing.T) {
 // arrives, whole and in order.
 func TestSupervisorOutputBurst(t *testing.T) {
 	const lines = 40000 // about 250 KB with the prefix
-	var out syncBuffer
+	var out testenv.Buffer
 	s := &Supervisor{Name: "burst", Path: "/bin/sh", Args: []string{"-c", "seq 1 " + strconv.Itoa(lines) + "; sleep 30"},
 		Stdout: &out, Backoff: Backoff{Initial: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,7 +106,7 @@ func TestSupervisorOutputBurst(t *testing.T) {
 // keeps its output pipe open. Wait returns once WaitDelay has passed,
 // with the output written before, instead of waiting for the grandchild.
 func TestWaitGivesUpOnHeldPipe(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	cmd := sh("sleep 60 & echo $!")
 	cmd.Stdout = &out
 	cmd.WaitDelay = 200 * time.Millisecond
