@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/etcdbox/etcdbox/init/conncut"
 )
 
 // Stopping etcd without waiting on its peer listener.
@@ -81,4 +84,62 @@ func etcdStorageOpen(fds, dataDir string) (wal, db, ok bool) {
 		}
 	}
 	return wal, db, true
+}
+
+// Ending etcd's client connections once in-flight requests had their time.
+//
+// Before any of that, etcd stops its client servers: it closes its client
+// listener, tells every connection to go away, and waits for each to go
+// idle, up to its request timeout (5 s plus two election timeouts, 7 s
+// with the defaults), and only then closes what is left itself. A
+// connection that carries a watch never goes idle: kube-apiserver keeps
+// hundreds of watches on every member, so every stop of a member with
+// such a client, on every reboot and every turn of a roll, spent that
+// whole timeout before raft began to stop (measured: plain upstream etcd
+// with one `etcdctl watch` open takes 7.0 s from SIGTERM to its exit,
+// against 0.1 s without). etcdCutClients ends the connections still open
+// after clientDrain, from outside etcd (init/conncut), as etcd would at
+// its timeout: the watches' clients see their connection close and
+// resume on another member from their last revision, as they do at the
+// timeout. Nothing of etcd's storage is touched: raft, the WAL and the
+// database stop afterwards as always, and the peers' connections are left
+// alone. A request still in flight after clientDrain ends for its client
+// as it would at the timeout, with an error and an unknown outcome.
+
+// clientDrain is how long, after its SIGTERM, etcd's clients have to
+// finish their requests in flight. A put takes milliseconds on a healthy
+// cluster, and a second or two at the worst the benches saw under
+// emulation (p99 at 256 clients).
+const clientDrain = 2 * time.Second
+
+// etcdCutClients returns the supervisor's Stopping hook for an etcd that
+// serves clients on ports: after drain, unless etcd has exited, it ends
+// every client connection etcd still holds, and logs how many.
+func etcdCutClients(procDir string, ports []uint16, drain time.Duration, logf func(string, ...any)) func(pid int, exited <-chan struct{}) {
+	return func(pid int, exited <-chan struct{}) {
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case <-exited:
+			return
+		case <-t.C:
+		}
+		conns, err := conncut.List(procDir, pid, ports)
+		if err != nil {
+			select {
+			case <-exited: // gone meanwhile: nothing to say
+			default:
+				logf("stop etcd (pid %d): its client connections: %v", pid, err)
+			}
+			return
+		}
+		if len(conns) == 0 {
+			return
+		}
+		n, err := conncut.Cut(pid, conns)
+		logf("stop etcd (pid %d): ended %d of its %d client connections still open %s after SIGTERM (watches, or requests that outlived the drain), as etcd would at its request timeout", pid, n, len(conns), drain)
+		if err != nil {
+			logf("stop etcd (pid %d): %v", pid, err)
+		}
+	}
 }

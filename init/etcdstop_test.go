@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbox/etcdbox/init/backup"
 	"github.com/etcdbox/etcdbox/internal/etcdtest"
+	"github.com/etcdbox/etcdbox/internal/kvwriter"
+	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/pki"
 )
 
@@ -123,4 +128,59 @@ func TestEtcdStorageClosedRealEtcd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rev, st.Revision, "the database holds the last acknowledged write")
 	assert.Equal(t, keys, st.Keys)
+}
+
+// TestEtcdCutClientsRealEtcd stops a member of a 3-member bin/etcd
+// cluster that a client watches through, as the supervisor does: SIGTERM,
+// with the Stopping hook. Its request timeout is 9 s here (5 s and two
+// election timeouts of 2 s), and etcd waits that long for the watch's
+// connection to go idle; the hook ends the connection after its drain,
+// so etcd exits well before. A writer runs through the stop, on every
+// member, and its history must be linearizable.
+func TestEtcdCutClientsRealEtcd(t *testing.T) {
+	t.Parallel()
+	pkiDir := filepath.Join(t.TempDir(), "pki")
+	require.NoError(t, pki.Init(pkiDir, false))
+	c := etcdtest.StartArgs(t, pkiDir, []string{"--heartbeat-interval=100", "--election-timeout=2000"}, "n1", "n2", "n3")
+	n1 := c.Member(t, "n1")
+	u, err := url.Parse(n1.ClientURL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+
+	watcher := c.Client(t, n1.ClientURL)
+	wch := watcher.Watch(t.Context(), "watched/", clientv3.WithPrefix())
+	_, err = c.Client(t).Put(t.Context(), "watched/0", "v")
+	require.NoError(t, err)
+	select {
+	case resp := <-wch:
+		require.NoError(t, resp.Err())
+		require.Len(t, resp.Events, 1, "the watch on n1 is established")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event from n1 in 30s")
+	}
+	w, err := kvwriter.Start(c.Endpoints(), c.TLS())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.LastAck().After(time.Now().Add(-time.Second)) }, 30*time.Second, 10*time.Millisecond, "the writer writes")
+
+	var logs testenv.Buffer
+	logf := func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }
+	hook := etcdCutClients("/proc", []uint16{uint16(port)}, 300*time.Millisecond, logf)
+	require.NoError(t, syscall.Kill(n1.Pid(), syscall.SIGTERM))
+	hooked := make(chan struct{})
+	go func() { defer close(hooked); hook(n1.Pid(), n1.Done()) }()
+	select {
+	case <-n1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("etcd still running 5s after SIGTERM: its watch's connection was not ended (hook: %q)", logs.String())
+	}
+	<-hooked
+	assert.Regexp(t, fmt.Sprintf(`stop etcd \(pid %d\): ended ([1-9]\d*) of its ([1-9]\d*) client connections still open 300ms after SIGTERM`, n1.Pid()), logs.String())
+	assert.NotContains(t, logs.String(), "pidfd")
+
+	res, err := w.Stop(30 * time.Second)
+	require.NoError(t, err)
+	t.Logf("writer: %d acknowledged puts, %d failed requests, longest gap %s", res.Acked, res.Failed, res.Gap.Round(time.Millisecond))
+	assert.Positive(t, res.Acked)
+	assert.Equal(t, porcupine.Ok, res.Check(time.Minute), "the writer's history is linearizable")
 }

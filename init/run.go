@@ -79,6 +79,9 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		Backoff: supervise.Backoff{Initial: time.Second, Max: 30 * time.Second},
 		// SIGKILL once its WAL and database are closed (etcdstop.go).
 		Finished: etcdStorageClosed("/proc", m.DataDir),
+		// End the client connections still open after a drain, rather
+		// than wait for etcd's request timeout (etcdstop.go).
+		Stopping: etcdCutClients("/proc", []uint16{uint16(m.ClientPort)}, clientDrain, n.log.Printf),
 	}
 	sup.OnExit = func(err error, _ int) {
 		if err != nil {

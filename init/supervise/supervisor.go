@@ -113,6 +113,13 @@ type Supervisor struct {
 	// (etcd: up to a second waiting for its peers' connections to go
 	// idle). A check must answer false whenever it is unsure.
 	Finished func(pid int) func() bool
+	// Stopping, when set, is called on a goroutine of its own right
+	// after Stop's SIGTERM, with the child's pid and a channel closed
+	// once the child has exited and been reaped. It must return soon
+	// after that channel closes; Stop waits for it before it returns
+	// (etcd: it ends the client connections still open after a moment,
+	// init/etcdstop.go).
+	Stopping func(pid int, exited <-chan struct{})
 
 	// aliveEvery replaces aliveInterval in tests.
 	aliveEvery time.Duration
@@ -391,6 +398,22 @@ func (s *Supervisor) Stop(timeout time.Duration) error {
 		s.logf("stop %s: SIGTERM: %v", s.Name, err)
 	}
 	sent := time.Now()
+	if s.Stopping != nil {
+		hook := make(chan struct{})
+		go func() {
+			defer close(hook)
+			s.Stopping(p.Pid(), p.Done())
+		}()
+		defer func() {
+			// Only once the child is gone: one that outlived SIGKILL
+			// (stuck I/O) would keep the hook, and Stop, waiting.
+			select {
+			case <-p.Done():
+				<-hook
+			default:
+			}
+		}()
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	switch waitStop(p, finished, t.C) {

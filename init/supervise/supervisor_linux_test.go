@@ -376,3 +376,38 @@ func TestSupervisorStopFinishedUnsure(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorStopping: the Stopping hook runs after the SIGTERM, with
+// the child's pid, and may end the child's wait (here: the child ignores
+// SIGTERM until a file appears, which the hook writes); Stop returns only
+// after the hook has seen the child exit and returned.
+func TestSupervisorStopping(t *testing.T) {
+	dir := t.TempDir()
+	termed, release := filepath.Join(dir, "termed"), filepath.Join(dir, "release")
+	s, rec, ring := newSupervisor(`trap 'touch "$1"' TERM; echo ready; while [ ! -e "$2" ]; do sleep 0.05; done; exit 0`, termed, release)
+	var hookPid atomic.Int64
+	var sawTerm, returned atomic.Bool
+	s.Stopping = func(pid int, exited <-chan struct{}) {
+		hookPid.Store(int64(pid))
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) { // the child's trap runs between its sleeps
+			if _, err := os.Stat(termed); err == nil {
+				sawTerm.Store(true)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		os.WriteFile(release, nil, 0o644)
+		<-exited
+		returned.Store(true)
+	}
+	errc := runInBackground(t, s)
+	waitFor(t, 10*time.Second, "child ready", func() bool { return contains(ring.Lines(), "etcd: ready") })
+	pid := s.Pid()
+	require.NoError(t, s.Stop(time.Hour), "the child exits once the hook releases it, long before the timeout")
+	assert.True(t, returned.Load(), "Stop waited for the hook to return")
+	require.NoError(t, waitRun(t, errc))
+	assert.Equal(t, int64(pid), hookPid.Load(), "the hook is given the running child's pid")
+	assert.True(t, sawTerm.Load(), "the hook runs after the SIGTERM")
+	assert.True(t, rec.has("etcdbox: etcd stopped: exit status 0\n"), rec.lines())
+}

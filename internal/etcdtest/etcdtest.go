@@ -242,6 +242,9 @@ func (m *Member) Exited() bool {
 	}
 }
 
+// Done is closed once the member's process has exited (and was reaped).
+func (m *Member) Done() <-chan struct{} { return m.done }
+
 // DataDir is the member's --data-dir.
 func (m *Member) DataDir() string { return filepath.Join(m.dir, "data") }
 
