@@ -83,10 +83,11 @@ func TestRollingUpgrade(t *testing.T) {
 		ref := pushSigned(t, c, img("v2.tar"), trusted)
 		tc, err := c.TLS()
 		require.NoError(t, err)
+		marks := consoleMarks(t, c)
+		watches := watchEveryNode(t, c, tc, "e2e/watched/")
 		w, err := kvwriter.Start(c.Endpoints(), tc)
 		require.NoError(t, err)
 		samples := sampleVersions(t, c)
-		marks := consoleMarks(t, c)
 		r := newRoll(t, c, ref)
 		r.ImageEtcd = cur
 		ctx, cancel := context.WithTimeout(t.Context(), rollDeadline)
@@ -106,6 +107,11 @@ func TestRollingUpgrade(t *testing.T) {
 		// Each node jumped into its armed slot with kexec, once, the try
 		// counted first; the firmware did not run.
 		assertConsoles(t, c, marks, `reboot: kexec into slot b, its try counted as systemd-boot counts it \(etcdbox-b\+1\.conf -> etcdbox-b\+0-1\.conf\)`, 1)
+		// Each node's etcd stop ended the connection of the watch on it
+		// after the drain, rather than wait out etcd's request timeout,
+		// and every watch resumed on its node, from where it was.
+		assertConsoles(t, c, marks, `stop etcd \(pid \d+\): ended [1-9]\d* of its [1-9]\d* client connections still open 2s after SIGTERM`, 1)
+		watches.sees(t, "after the roll", 2*time.Minute)
 
 		// The cluster version: the previous minor for as long as any
 		// member runs it, the new one once the last has moved.

@@ -99,6 +99,9 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return r.withConsoles(err)
 	}
+	if reb.watched, err = r.watchedReboots(ctx, o.watched, stdout); err != nil {
+		return r.withConsoles(err)
+	}
 	mv, err := r.moveLeaders(ctx, 3, stdout)
 	if err != nil {
 		return r.withConsoles(err)

@@ -36,6 +36,9 @@ func (b reboot) boot() time.Duration { return b.total - b.kernel }
 type reboots struct {
 	runs   []reboot
 	writer writerFigures
+	// watched are the reboots with a watch open on the node: each one's
+	// request to shutdown complete (watched.go).
+	watched []time.Duration
 }
 
 // reboots reboots n nodes one after the other (n1, n2, n3, n1, ...),

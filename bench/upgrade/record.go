@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/bench/internal/figures"
+	"github.com/etcdbox/etcdbox/bench/internal/stats"
 )
 
 // recordRoll records the plain reboots' and the roll's figures for
@@ -35,6 +36,11 @@ func recordRoll(reb reboots, mv moves, r roll) error {
 		s("upgrade.roll-back", "roll, per node: reboot request to blessed", ro.back.Median, ro.back.N).Ref(plain, rs.total.Median),
 		gap,
 		rebootGap,
+	}
+	if len(reb.watched) > 0 {
+		w := stats.Durations(reb.watched)
+		figs = append(figs, s("upgrade.reboot-watched-shutdown", "plain reboot with a watch open on the node, request to the init's shutdown complete", w.Median, w.N).
+			Ref("the same without a watch", rs.shutdown.Median))
 	}
 	if rs.total.N == 0 {
 		figs = figs[3:] // no reboot measured: keep the roll's values alone
