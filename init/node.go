@@ -113,7 +113,10 @@ type etcdState struct {
 	quorum nodeapi.Quorum
 	member etcdMember            // as last started (or planned)
 	etcd   *supervise.Supervisor // nil until the lifecycle starts etcd
-	readyc chan struct{}         // closed once the current etcd serves
+	// flushEtcdLog writes what etcd's log limiter holds back and waits
+	// for the console; the shutdown calls it once etcd has stopped.
+	flushEtcdLog func()
+	readyc       chan struct{} // closed once the current etcd serves
 	// lastExit is how the current etcd last exited on its own
 	// (etcdDoomed).
 	lastExit string
@@ -232,7 +235,7 @@ func (n *node) shutdown(req shutdownRequest) {
 		start := time.Now()
 		n.mu.Lock()
 		n.stopping = true
-		etcd := n.etcd
+		etcd, flushEtcdLog := n.etcd, n.flushEtcdLog
 		n.mu.Unlock()
 		if n.api != nil {
 			// Waits for answers in flight, such as the one to a reboot
@@ -257,6 +260,12 @@ func (n *node) shutdown(req shutdownRequest) {
 				n.log.Printf("etcd stopped in %s (the node's own parts in %s before it)", time.Since(began).Round(time.Millisecond), partsTook.Round(time.Millisecond))
 			}
 		}
+		// What the limiters held back since their windows began would be
+		// said at the windows' ends, after the power is off.
+		if flushEtcdLog != nil {
+			flushEtcdLog()
+		}
+		n.limited.Flush()
 		syscall.Sync()
 		if n.container {
 			n.log.Printf("shutdown complete in %s", time.Since(start).Round(time.Millisecond))

@@ -56,18 +56,21 @@ func (n *node) startEtcd(ctx context.Context) error {
 // shutting down. removed is told when etcd says its member was removed.
 func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*supervise.Supervisor, <-chan struct{}) {
 	var out io.Writer = n.ring
+	var async *console.Async // the console's, when there is one
 	if n.container {
 		out = io.MultiWriter(n.ring, os.Stderr)
 	} else if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
 		// The console is slow; an Async sink drops lines rather than
 		// stall etcd in write(2). The ring keeps them all, but for the
 		// repeats the limiter below holds back.
-		out = io.MultiWriter(n.ring, console.NewAsync(f, 4096))
+		async = console.NewAsync(f, 4096)
+		out = io.MultiWriter(n.ring, async)
 	}
 	// etcd logs every refused connection, which anyone who reaches its
 	// ports can cause: repeats are limited before the ring and console
 	// (the removed-member watch still reads every line).
-	out = console.NewLimiter(m.logFilter(out))
+	limited := console.NewLimiter(m.logFilter(out))
+	out = limited
 	sup := &supervise.Supervisor{
 		Name:    "etcd",
 		Path:    n.etcdBin,
@@ -103,6 +106,12 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 	}
 	n.member = m
 	n.etcd = sup
+	n.flushEtcdLog = func() {
+		limited.Flush()
+		if async != nil {
+			async.Flush(etcdLogFlush)
+		}
+	}
 	n.readyc = make(chan struct{})
 	n.lastExit = ""
 	go func() {
@@ -265,3 +274,7 @@ func isLearner(ctx context.Context, c *clientv3.Client) bool {
 	st, err := c.Status(ctx, c.Endpoints()[0])
 	return err == nil && st.IsLearner
 }
+
+// etcdLogFlush bounds the wait for etcd's last console lines at a
+// shutdown: the serial console writes about 11 KB a second.
+const etcdLogFlush = time.Second

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 )
@@ -99,9 +100,34 @@ func (l *Limiter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// summary writes how many lines of c's shape were held back; l.mu held.
-func (l *Limiter) summary(c *shapeCount) {
-	fmt.Fprintf(l.W, "%s… and %d more like this in the last %s: %s\n", Prefix, c.held, l.window(), c.example)
+// summary writes how many lines of c's shape were held back in its
+// whole window; l.mu held.
+func (l *Limiter) summary(c *shapeCount) { l.summaryOver(c, l.window()) }
+
+func (l *Limiter) summaryOver(c *shapeCount, d time.Duration) {
+	fmt.Fprintf(l.W, "%s… and %d more like this in the last %s: %s\n", Prefix, c.held, d, c.example)
+}
+
+// Flush writes, for every shape with lines held back in its window, how
+// many, counted from the window's start, oldest window first; the window
+// goes on, its held lines counted afresh. A shutdown calls it last, so
+// that what the windows' ends would have said is not lost with the
+// machine.
+func (l *Limiter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock()
+	var held []*shapeCount
+	for _, c := range l.shapes {
+		if c.held > 0 {
+			held = append(held, c)
+		}
+	}
+	slices.SortFunc(held, func(a, b *shapeCount) int { return a.start.Compare(b.start) })
+	for _, c := range held {
+		l.summaryOver(c, now.Sub(c.start).Round(time.Second))
+		c.held = 0
+	}
 }
 
 func (l *Limiter) burst() int {

@@ -59,6 +59,42 @@ func TestLimiterSummaryOnTheNextLine(t *testing.T) {
 	assert.Equal(t, "same\netcdbox: … and 4 more like this in the last 1s: same\nsame\n", out.String())
 }
 
+// TestLimiterFlush: a flush says what each window held back so far,
+// oldest window first, once; the window's timer then has nothing more to
+// say, and lines held after the flush are counted afresh.
+func TestLimiterFlush(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Unix(1000, 0)
+	var timers []func()
+	l := &Limiter{W: &out, Burst: 1, Window: time.Minute,
+		now:       func() time.Time { return now },
+		afterFunc: func(_ time.Duration, f func()) { timers = append(timers, f) }}
+	for range 3 {
+		_, _ = l.Write([]byte("first 1\n"))
+	}
+	now = now.Add(5 * time.Second)
+	for range 4 {
+		_, _ = l.Write([]byte("second 1\n"))
+	}
+	_, _ = l.Write([]byte("alone\n"))
+	now = now.Add(10 * time.Second)
+	out.Reset()
+	l.Flush()
+	assert.Equal(t, "etcdbox: … and 2 more like this in the last 15s: first 1\n"+
+		"etcdbox: … and 3 more like this in the last 10s: second 1\n", out.String())
+
+	out.Reset()
+	l.Flush()
+	for _, f := range timers {
+		f()
+	}
+	assert.Empty(t, out.String(), "nothing is said twice")
+
+	_, _ = l.Write([]byte("first 2\n"))
+	l.Flush()
+	assert.Equal(t, "etcdbox: … and 1 more like this in the last 15s: first 2\n", out.String(), "held after the flush: counted afresh, in the same window")
+}
+
 func TestShape(t *testing.T) {
 	assert.Equal(t, shape([]byte(`{"ts":"2026-12-02T03:22:09.876Z","msg":"x"}`+"\n")), shape([]byte(`{"ts":"2026-12-02T04:01:59.1Z","msg":"x"}`)))
 	assert.NotEqual(t, shape([]byte("etcd ready")), shape([]byte("etcd exited")))
