@@ -32,7 +32,10 @@ type node struct {
 	ring *console.Ring // the last lines of etcd's log, for the node API
 	// limited is log behind a rate limiter, for lines a stranger can cause.
 	limited *console.Limiter
-	start   time.Time
+	// consoleSink carries etcd's lines to the console (etcdConsole).
+	consoleOnce sync.Once
+	consoleSink *console.Async
+	start       time.Time
 	// ctx is boot's: the long-lived parts run under it.
 	ctx context.Context
 

@@ -59,11 +59,7 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 	var async *console.Async // the console's, when there is one
 	if n.container {
 		out = io.MultiWriter(n.ring, os.Stderr)
-	} else if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
-		// The console is slow; an Async sink drops lines rather than
-		// stall etcd in write(2). The ring keeps them all, but for the
-		// repeats the limiter below holds back.
-		async = console.NewAsync(f, 4096)
+	} else if async = n.etcdConsole(); async != nil {
 		out = io.MultiWriter(n.ring, async)
 	}
 	// etcd logs every refused connection, which anyone who reaches its
@@ -273,6 +269,23 @@ func isLearner(ctx context.Context, c *clientv3.Client) bool {
 	defer cancel()
 	st, err := c.Status(ctx, c.Endpoints()[0])
 	return err == nil && st.IsLearner
+}
+
+// etcdConsole returns the console sink of etcd's lines, opened on its
+// first use and kept for every etcd the node starts after it: one queue
+// and one goroutine for the node's life (each start opened its own and
+// kept them, so every restart of etcd by the member lifecycle leaked a
+// descriptor and a goroutine). The console is slow; an Async sink drops
+// lines rather than stall etcd in write(2). The ring keeps them all, but
+// for the repeats etcd's limiter holds back. nil when there is no
+// console.
+func (n *node) etcdConsole() *console.Async {
+	n.consoleOnce.Do(func() {
+		if f, err := os.OpenFile("/dev/console", os.O_WRONLY, 0); err == nil {
+			n.consoleSink = console.NewAsync(f, 4096)
+		}
+	})
+	return n.consoleSink
 }
 
 // etcdLogFlush bounds the wait for etcd's last console lines at a
