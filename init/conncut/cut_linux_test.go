@@ -27,17 +27,8 @@ func TestCutRealSockets(t *testing.T) {
 			defer ln.Close()
 			port := uint16(ln.Addr().(*net.TCPAddr).Port)
 
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err == nil {
-					accepted <- c
-				}
-			}()
-			client, err := net.Dial(network.name, ln.Addr().String())
-			require.NoError(t, err)
+			client, server := dialPair(t, ln)
 			defer client.Close()
-			server := <-accepted
 			defer server.Close()
 
 			conns, err := List("/proc", os.Getpid(), []uint16{port})
@@ -53,16 +44,9 @@ func TestCutRealSockets(t *testing.T) {
 			assert.True(t, errors.Is(err, io.EOF), "the client reads the end of the stream, got %v", err)
 
 			// The listener still accepts.
-			go func() {
-				c, err := ln.Accept()
-				if err == nil {
-					accepted <- c
-				}
-			}()
-			again, err := net.Dial(network.name, ln.Addr().String())
-			require.NoError(t, err)
+			again, other := dialPair(t, ln)
 			again.Close()
-			(<-accepted).Close()
+			other.Close()
 
 			// Closed since List: its descriptor is gone, or another file's.
 			server.Close()
@@ -71,4 +55,19 @@ func TestCutRealSockets(t *testing.T) {
 			assert.Equal(t, 0, n)
 		})
 	}
+}
+
+// dialPair connects to ln and returns both ends.
+func dialPair(t *testing.T, ln net.Listener) (client, server net.Conn) {
+	t.Helper()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	client, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+	require.NoError(t, err)
+	return client, <-accepted
 }
