@@ -57,7 +57,7 @@ func clusterImageAs(t *testing.T, format image.Format, name string) string {
 		Init:       testenv.Bin(t, "init-testhooks"), // and its own etcd
 		Bootloader: testenv.Bootloader(t),
 		Format:     format, Output: img, Version: "e2e-cluster",
-		Compression: compression,
+		Compression: compression, CacheDir: testenv.InitrdCache(t),
 	})
 	require.NoError(t, err)
 	t.Logf("built the cluster image (%s) in %s", format, time.Since(start).Round(time.Millisecond))

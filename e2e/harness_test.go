@@ -102,9 +102,10 @@ func buildImage(t *testing.T, out, seedFile string) error {
 		// only cost each boot a lease and a connect timeout. The
 		// metadata path is TestCluster's (nodes n4, n5, and the recover
 		// step's n1 and n2).
-		Cmdline: "etcdbox.metadata=off",
-		Output:  out,
-		Version: "e2e",
+		Cmdline:  "etcdbox.metadata=off",
+		Output:   out,
+		Version:  "e2e",
+		CacheDir: testenv.InitrdCache(t),
 	})
 	return err
 }

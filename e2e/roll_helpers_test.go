@@ -84,7 +84,7 @@ func buildImages(t *testing.T, imgs ...rollImage) error {
 	var wg sync.WaitGroup
 	for i, im := range imgs {
 		cfg := image.Config{Kernel: vmlinuz, Modules: modules, Etcd: im.etcdBin, Init: im.initBin, Output: im.out,
-			Version: im.version, Cmdline: im.cmdline, Compression: im.compression}
+			Version: im.version, Cmdline: im.cmdline, Compression: im.compression, CacheDir: testenv.InitrdCache(t)}
 		if filepath.Ext(im.out) == ".tar" {
 			cfg.Format = image.FormatOCI
 		} else {

@@ -72,6 +72,15 @@ type Config struct {
 	// Compression is how hard the initrd is compressed; empty means
 	// CompressionSmall.
 	Compression Compression
+	// Zstd is the zstd program CompressionSmall compresses with: empty
+	// means the one on PATH, when there is one that works, else the
+	// built-in encoder; ZstdNone means the built-in encoder; anything
+	// else names the program, which must work.
+	Zstd string
+	// CacheDir is where the zstd program's frames of the initrd's members
+	// are kept from one build to the next (see memberCache); empty means
+	// no cache.
+	CacheDir string
 }
 
 // Result describes what Build wrote.
@@ -218,7 +227,7 @@ func Build(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	var initrd bytes.Buffer
-	info, err := writeInitrd(ctx, &initrd, t, mods, cfg.SourceDateEpoch, cfg.Compression)
+	info, err := writeInitrd(ctx, &initrd, t, mods, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,28 +109,31 @@ func TestInitrdCompressions(t *testing.T) {
 	assert.Greater(t, h.WindowSize, uint64(initSize(t, cfg.Init)), "the window reaches across /init")
 }
 
-// TestCpioParts: the Go binaries are the second member, side by side; the
+// TestCpioParts: the Go binaries are the second member, side by side;
+// the image's own files (release, seed) the third, never cached; the
 // first holds everything else, every directory before what it holds, and
-// every directory of the second's entries.
+// every directory of the others' entries.
 func TestCpioParts(t *testing.T) {
 	tr := newTree()
-	for _, d := range []string{"etc", "lib", "usr/bin"} {
+	for _, d := range []string{"etc", "etc/etcdbox", "lib", "usr/bin"} {
 		require.NoError(t, tr.dir(d, 0o755))
 	}
-	for _, f := range []string{"etc/a", "init", "lib/z", "usr/bin/etcd", "usr/bin/zz"} {
+	for _, f := range []string{"etc/a", "etc/etcdbox/release", "etc/etcdbox/seed.yaml", "init", "lib/z", "usr/bin/etcd", "usr/bin/zz"} {
 		require.NoError(t, tr.bytes(f, []byte(f), 0o644))
 	}
 	parts := cpioParts(tr)
-	require.Len(t, parts, 2)
-	var paths [2][]string
+	require.Len(t, parts, 3)
+	var paths [3][]string
 	for i, p := range parts {
-		for _, n := range p {
+		for _, n := range p.nodes {
 			paths[i] = append(paths[i], n.path)
 		}
 	}
 	assert.Equal(t, []string{"init", "usr/bin/etcd"}, paths[1])
+	assert.Equal(t, []string{"etc/etcdbox/release", "etc/etcdbox/seed.yaml"}, paths[2])
+	assert.Equal(t, []bool{true, true, false}, []bool{parts[0].keep, parts[1].keep, parts[2].keep}, "the seed's member is never kept")
 	seen := map[string]bool{"": true}
-	for _, p := range append(paths[0], paths[1]...) {
+	for _, p := range slices.Concat(paths[:]...) {
 		dir := p[:max(strings.LastIndex(p, "/"), 0)]
 		assert.True(t, seen[dir], "/%s comes before its directory /%s in %v", p, dir, paths)
 		seen[p] = true
@@ -142,14 +146,14 @@ func TestCpioParts(t *testing.T) {
 	require.NoError(t, tr.symlink("usr/bin/etcd", etcdLink))
 	parts = cpioParts(tr)
 	require.Len(t, parts, 2)
-	require.Len(t, parts[1], 1)
-	assert.Equal(t, "init", parts[1][0].path)
+	require.Len(t, parts[1].nodes, 1)
+	assert.Equal(t, "init", parts[1].nodes[0].path)
 }
 
 // TestInitrdMembers: the initrd is its members one after the other, each
 // a zstd frame holding one whole archive that ends on its trailer (what
 // the kernel requires of each compressed member), the inodes numbered
-// on across them; the second holds /init alone.
+// on across them; the second holds /init alone, the third the release.
 func TestInitrdMembers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds an initramfs; runs without -short")
@@ -158,8 +162,8 @@ func TestInitrdMembers(t *testing.T) {
 	var b bytes.Buffer
 	info, err := WriteInitrd(context.Background(), cfg, &b)
 	require.NoError(t, err)
-	require.Len(t, info.Members, 2)
-	assert.Equal(t, info.Size, info.Members[0]+info.Members[1])
+	require.Len(t, info.Members, 3)
+	assert.Equal(t, info.Size, info.Members[0]+info.Members[1]+info.Members[2])
 	assert.Equal(t, int64(b.Len()), info.Size)
 	var total int64
 	var inodes []uint32
@@ -177,6 +181,10 @@ func TestInitrdMembers(t *testing.T) {
 		if i == 1 {
 			require.Len(t, headers, 1)
 			assert.Equal(t, "init", headers[0].name)
+		}
+		if i == 2 {
+			require.Len(t, headers, 1)
+			assert.Equal(t, releaseFile, headers[0].name)
 		}
 	}
 	assert.Equal(t, info.Uncompressed, total)

@@ -4,7 +4,7 @@
 //
 // A build assembles one root filesystem (init, etcd, e2fsprogs and fsck.fat with their
 // shared libraries, the kernel modules of a driver set, /etc) and writes
-// it as a gzip-compressed newc initramfs. FormatRaw puts that initramfs,
+// it as a zstd-compressed newc initramfs (see Compression). FormatRaw puts that initramfs,
 // the kernel and systemd-boot on a FAT32 ESP in a GPT disk with an empty
 // DATA placeholder (DESIGN §3); FormatOCI writes the same root plus
 // /boot/vmlinuz and /boot/initrd as a two-layer OCI image (root, then boot).

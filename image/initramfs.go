@@ -79,13 +79,13 @@ func rootTree(cfg Config) (*tree, []string, error) {
 		return nil, nil, err
 	}
 	if cfg.Seed != "" {
-		if err := t.file("etc/etcdbox/seed.yaml", cfg.Seed, 0o600); err != nil {
+		if err := t.file(seedFile, cfg.Seed, 0o600); err != nil {
 			return nil, nil, fmt.Errorf("seed %s: %w", cfg.Seed, err)
 		}
 	}
 	release := fmt.Sprintf("version=%s\netcd=%s\nkernel=%s\nbuilt=%d\n",
 		cfg.Version, etcdVersion(cfg.etcdBinary()), filepath.Base(cfg.Modules), cfg.SourceDateEpoch)
-	if err := t.bytes("etc/etcdbox/release", []byte(release), 0o644); err != nil {
+	if err := t.bytes(releaseFile, []byte(release), 0o644); err != nil {
 		return nil, nil, err
 	}
 	return t, mods, nil
@@ -96,6 +96,12 @@ func rootTree(cfg Config) (*tree, []string, error) {
 // The init runs it as etcd by the name it is started under
 // (init/runetcd.go).
 const etcdLink = "../../init"
+
+// The image's own files in its root (ownFiles).
+const (
+	releaseFile = "etc/etcdbox/release"
+	seedFile    = "etc/etcdbox/seed.yaml"
+)
 
 // carriesEtcdMark is the mark an init that is also etcd has in its
 // read-only data (init/runetcd.go, carriesEtcd). Change both together.
@@ -262,6 +268,15 @@ type InitrdInfo struct {
 	// Modules lists the kernel module files it carries, relative to the
 	// modules directory.
 	Modules []string
+	// Compressor names what compressed it, and with CompressionSmall
+	// without a zstd program, why the built-in encoder did.
+	Compressor string
+	// Cached says, for each member, whether its frame came from
+	// Config.CacheDir.
+	Cached []bool
+	// Warnings are what went wrong without failing the build: a cache
+	// that could not be written.
+	Warnings []string
 }
 
 // WriteInitrd writes the zstd-compressed newc initramfs of cfg to w, as
@@ -276,27 +291,35 @@ func WriteInitrd(ctx context.Context, cfg Config, w io.Writer) (InitrdInfo, erro
 	if err != nil {
 		return InitrdInfo{}, err
 	}
-	return writeInitrd(ctx, w, t, mods, cfg.SourceDateEpoch, cfg.Compression)
+	return writeInitrd(ctx, w, t, mods, cfg)
 }
 
-func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch int64, c Compression) (InitrdInfo, error) {
+func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, cfg Config) (InitrdInfo, error) {
+	comp, err := newInitrdCompressor(ctx, cfg)
+	if err != nil {
+		return InitrdInfo{}, err
+	}
 	parts := cpioParts(t)
 	type member struct {
-		z    bytes.Buffer
-		size int64 // of the archive inside
-		err  error
+		z      bytes.Buffer
+		size   int64 // of the archive inside
+		cached bool
+		warn   error
+		err    error
 	}
 	members := make([]member, len(parts))
 	var wg sync.WaitGroup
 	ino := uint32(0)
-	for i, nodes := range parts {
+	for i, p := range parts {
 		first := ino + 1
-		ino += uint32(len(nodes))
+		ino += uint32(len(p.nodes))
 		m := &members[i]
-		wg.Go(func() { m.size, m.err = compressArchive(ctx, &m.z, nodes, first, epoch, c) })
+		wg.Go(func() {
+			m.size, m.cached, m.warn, m.err = comp.member(ctx, &m.z, p.nodes, first, cfg.SourceDateEpoch, p.keep)
+		})
 	}
 	wg.Wait()
-	info := InitrdInfo{Modules: mods}
+	info := InitrdInfo{Modules: mods, Compressor: comp.name()}
 	for _, m := range members {
 		if m.err != nil {
 			return InitrdInfo{}, fmt.Errorf("write initrd: %w", m.err)
@@ -305,25 +328,14 @@ func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, epoch
 			return InitrdInfo{}, fmt.Errorf("write initrd: %w", err)
 		}
 		info.Members = append(info.Members, int64(m.z.Len()))
+		info.Cached = append(info.Cached, m.cached)
+		if m.warn != nil {
+			info.Warnings = append(info.Warnings, m.warn.Error())
+		}
 		info.Size += int64(m.z.Len())
 		info.Uncompressed += m.size
 	}
 	return info, nil
-}
-
-// compressArchive writes nodes as one newc archive, its inodes numbered
-// from first, compressed as c says, to w, and returns the archive's size.
-func compressArchive(ctx context.Context, w io.Writer, nodes []*node, first uint32, epoch int64, c Compression) (int64, error) {
-	zw, err := c.writer(w)
-	if err != nil {
-		return 0, err
-	}
-	n, err := writeCPIOFrom(ctx, zw, nodes, first, epoch)
-	if err != nil {
-		zw.Close()
-		return 0, err
-	}
-	return n, zw.Close()
 }
 
 // goBinaries are the initramfs's Go programs: /init and, in an image given
@@ -333,30 +345,54 @@ func compressArchive(ctx context.Context, w io.Writer, nodes []*node, first uint
 // both: 14.5 MiB against 17.1 MiB with modules and libraries between them.
 var goBinaries = []string{"init", "usr/bin/etcd"}
 
-// cpioParts splits t's entries, in path order, into the initrd's two
-// members: everything else, then the Go binaries. Each is a whole newc
-// archive, compressed on its own and at the same time as the other: /init
-// is two thirds of the bytes, so on two cores the build takes about as
-// long as /init alone takes to compress (2.0-2.2 s against 2.6-2.7 s for
-// one stream of the same parts, and 343 bytes more, measured on the
+// ownFiles are the files of the image itself rather than of its parts:
+// its release, which names its version and time, and the seed baked into
+// it, which may hold secrets. They go in a member of their own, last,
+// which is never cached (memberCache).
+var ownFiles = []string{releaseFile, seedFile}
+
+// A cpioPart is the entries of one initrd member, in path order.
+type cpioPart struct {
+	nodes []*node
+	// keep says whether its frame may be cached: it holds nothing of
+	// the image's own (ownFiles).
+	keep bool
+}
+
+// cpioParts splits t's entries, in path order, into the initrd's members:
+// everything else, then the Go binaries, then ownFiles. Each is a whole
+// newc archive, compressed on its own and at the same time as the others:
+// /init is two thirds of the bytes, so on two cores the build takes about
+// as long as /init alone takes to compress (2.0-2.2 s against 2.6-2.7 s
+// for one stream of the same parts, and 343 bytes more, measured on the
 // host). The kernel unpacks the members in turn (init/initramfs.c: each
 // compressed member must end on an archive's trailer, and the next
 // starts after it), as it does an early microcode archive before the
 // main one. The first member holds every directory, so each entry of
-// the second has its directory already.
-func cpioParts(t *tree) [][]*node {
-	var rest, bins []*node
+// the others has its directory already. The first two depend only on
+// the binaries, modules and tools, so their frames can be cached from
+// one build to the next; the image's own files would change them with
+// every version or seed.
+func cpioParts(t *tree) []cpioPart {
+	var rest, bins, own []*node
 	for _, n := range t.sorted() {
-		if slices.Contains(goBinaries, n.path) && n.mode.IsRegular() {
+		switch {
+		case slices.Contains(goBinaries, n.path) && n.mode.IsRegular():
 			bins = append(bins, n)
-			continue
+		case slices.Contains(ownFiles, n.path) && n.mode.IsRegular():
+			own = append(own, n)
+		default:
+			rest = append(rest, n)
 		}
-		rest = append(rest, n)
 	}
-	if len(bins) == 0 {
-		return [][]*node{rest}
+	parts := []cpioPart{{nodes: rest, keep: true}}
+	if len(bins) > 0 {
+		parts = append(parts, cpioPart{nodes: bins, keep: true})
 	}
-	return [][]*node{rest, bins}
+	if len(own) > 0 {
+		parts = append(parts, cpioPart{nodes: own})
+	}
+	return parts
 }
 
 // fileBytes reads a whole input file, naming it in the error.

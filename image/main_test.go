@@ -76,6 +76,7 @@ func testConfig(t testing.TB) Config {
 		Cmdline:         "etcdbox.debug=1",
 		SourceDateEpoch: testEpoch,
 		Version:         "test",
+		CacheDir:        testenv.InitrdCache(t),
 	}
 }
 

@@ -63,6 +63,8 @@ func TestBuildCommandErrors(t *testing.T) {
 			want: []string{`"qcow3"`}},
 		{name: "unknown compression", args: func(out string) []string { return buildArgs(t, "-o", out, "--compression", "xz") },
 			want: []string{`--compression "xz"`, "small", "fast"}},
+		{name: "zstd program missing", args: func(out string) []string { return buildArgs(t, "-o", out, "--zstd", "/nonexistent/zstd") },
+			want: []string{"zstd program /nonexistent/zstd"}},
 		{name: "size too small", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "100M") },
 			want: []string{"--size 100M", "578 MiB"}},
 		{name: "size unparsable", args: func(out string) []string { return buildArgs(t, "-o", out, "--size", "huge") },

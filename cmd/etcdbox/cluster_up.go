@@ -150,7 +150,7 @@ func ensureImage(ctx context.Context, stdout io.Writer, dir string) (string, err
 	if err != nil {
 		return "", err
 	}
-	cfg := image.Config{Output: img, SourceDateEpoch: epoch}
+	cfg := image.Config{Output: img, SourceDateEpoch: epoch, CacheDir: defaultCacheDir()}
 	if err := defaultInputs(&cfg); err != nil {
 		return "", err
 	}

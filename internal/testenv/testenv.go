@@ -41,6 +41,11 @@ func Cache(tb testing.TB) string {
 	return filepath.Join(Root(tb), ".cache")
 }
 
+// InitrdCache is the cache of compressed initrd members the tests' image
+// builds share (image.Config.CacheDir), beside the dependency cache: a
+// build from the same binaries and modules does not compress them again.
+func InitrdCache(tb testing.TB) string { return filepath.Join(Cache(tb), "initrd") }
+
 // Sysroot is where hack/deps.sh unpacks the guest's Debian packages.
 func Sysroot(tb testing.TB) string { return filepath.Join(Cache(tb), "sysroot") }
 
