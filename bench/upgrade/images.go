@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/etcdbox/etcdbox/bench/internal/benchimage"
 	"github.com/etcdbox/etcdbox/image"
 )
 
@@ -66,7 +67,7 @@ func (o options) buildImages(ctx context.Context, dir string) (images, error) {
 	if err != nil {
 		return im, err
 	}
-	base := image.Config{Kernel: kernel, Modules: modules, Etcd: o.etcd, Init: o.init}
+	base := image.Config{Kernel: kernel, Modules: modules, Etcd: o.etcd, Init: o.init, CacheDir: benchimage.CacheDir(o.sysroot)}
 	v1 := base
 	v1.Output, v1.Version, v1.Bootloader = im.v1, v1Version, image.BootloaderPath(o.sysroot)
 	v2 := base
