@@ -50,21 +50,21 @@ const (
 	//
 	// The built-in encoder's best is about zstd's level 12. Where the
 	// host has a zstd program (Config.Zstd), CompressionSmall runs it at
-	// level 19 with the same window (zstdArgs), on the same parts
-	// (session 33, commit 0c63934's /init, host, one thread per member):
+	// level 19 (zstdArgs), on the same parts (session 33, commit
+	// 0c63934's /init, host, one thread per member):
 	//
 	//	encoder                       initrd     kernel+initrd  build
 	//	built-in best                 12.33 MiB  20.20 MiB      2 s
-	//	zstd program -19 --long=25    10.86 MiB  18.72 MiB      15-21 s
+	//	zstd program -19              10.87 MiB  18.73 MiB      15-21 s
 	//
 	// That meets issue 17's 20 MiB for the kernel and initrd, and every
-	// upgrade pulls, writes and hashes 1.5 MB less. The kernel unpacks
-	// a level-19 frame as fast as any other (zstd's decoder does the
-	// same work whatever the level). The program's 15 s over /init is
-	// paid once per binary: its frames are cached by content
-	// (memberCache), so a build from the same binaries takes 1.3 s. The
-	// bytes depend on the program's version; equal inputs and program
-	// give equal images.
+	// upgrade pulls, writes and hashes 1.5 MB less. Level 19's own 8 MiB
+	// window also makes the unpack faster: the decoder's time goes with
+	// the window's reach more than with the level (zstdArgs). The
+	// program's 15 s over /init is paid once per binary: its frames are
+	// cached by content (memberCache), so a build from the same binaries
+	// takes about a second. The bytes depend on the program's version;
+	// equal inputs and program give equal images.
 	CompressionSmall Compression = "small"
 	// CompressionFast is zstd's default level: a tenth more bytes (a
 	// third when etcd was a binary of its own), built in a tenth of the
@@ -144,22 +144,22 @@ func (ic *initrdCompressor) name() string {
 	case ic.c == CompressionFast:
 		return "built-in zstd, default level (fast)"
 	case ic.prog != nil:
-		return ic.prog.id()
+		return ic.prog.id(false)
 	}
 	return "built-in zstd, best level, 32 MiB window (" + ic.why + ")"
 }
 
-// member writes nodes as one newc archive, its inodes numbered from
-// first, compressed, to w, and returns the archive's size and whether its
-// frame came from the cache. keep says the frame may be cached. warn is
-// a cache that could not be written: the build goes on without it.
-func (ic *initrdCompressor) member(ctx context.Context, w io.Writer, nodes []*node, first uint32, epoch int64, keep bool) (size int64, cached bool, warn, err error) {
+// member writes p as one newc archive, its inodes numbered from first,
+// compressed, to w, and returns the archive's size and whether its frame
+// came from the cache. warn is a cache that could not be written: the
+// build goes on without it.
+func (ic *initrdCompressor) member(ctx context.Context, w io.Writer, p cpioPart, first uint32, epoch int64) (size int64, cached bool, warn, err error) {
 	if ic.prog == nil {
 		zw, err := ic.c.writer(w)
 		if err != nil {
 			return 0, false, nil, err
 		}
-		n, err := writeCPIOFrom(ctx, zw, nodes, first, epoch)
+		n, err := writeCPIOFrom(ctx, zw, p.nodes, first, epoch)
 		if err != nil {
 			zw.Close()
 			return 0, false, nil, err
@@ -167,19 +167,19 @@ func (ic *initrdCompressor) member(ctx context.Context, w io.Writer, nodes []*no
 		return n, false, nil, zw.Close()
 	}
 	var archive bytes.Buffer
-	n, err := writeCPIOFrom(ctx, &archive, nodes, first, epoch)
+	n, err := writeCPIOFrom(ctx, &archive, p.nodes, first, epoch)
 	if err != nil {
 		return 0, false, nil, err
 	}
 	var key string
-	if keep && ic.cache != nil {
-		key = ic.cache.key(ic.prog.id(), archive.Bytes())
+	if p.keep && ic.cache != nil {
+		key = ic.cache.key(ic.prog.id(p.wide), archive.Bytes())
 		if frame, ok := ic.cache.get(key, archive.Bytes()); ok {
 			_, err := w.Write(frame)
 			return n, true, nil, err
 		}
 	}
-	frame, err := ic.prog.compress(ctx, archive.Bytes())
+	frame, err := ic.prog.compress(ctx, archive.Bytes(), p.wide)
 	if err != nil {
 		return 0, false, nil, err
 	}

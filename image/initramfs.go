@@ -315,7 +315,7 @@ func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, cfg C
 		ino += uint32(len(p.nodes))
 		m := &members[i]
 		wg.Go(func() {
-			m.size, m.cached, m.warn, m.err = comp.member(ctx, &m.z, p.nodes, first, cfg.SourceDateEpoch, p.keep)
+			m.size, m.cached, m.warn, m.err = comp.member(ctx, &m.z, p, first, cfg.SourceDateEpoch)
 		})
 	}
 	wg.Wait()
@@ -357,6 +357,9 @@ type cpioPart struct {
 	// keep says whether its frame may be cached: it holds nothing of
 	// the image's own (ownFiles).
 	keep bool
+	// wide says its files share code further apart than level 19's
+	// window: /init and a separate etcd (zstdArgs).
+	wide bool
 }
 
 // cpioParts splits t's entries, in path order, into the initrd's members:
@@ -387,7 +390,7 @@ func cpioParts(t *tree) []cpioPart {
 	}
 	parts := []cpioPart{{nodes: rest, keep: true}}
 	if len(bins) > 0 {
-		parts = append(parts, cpioPart{nodes: bins, keep: true})
+		parts = append(parts, cpioPart{nodes: bins, keep: true, wide: len(bins) > 1})
 	}
 	if len(own) > 0 {
 		parts = append(parts, cpioPart{nodes: own})

@@ -3,10 +3,12 @@ package image
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -34,23 +36,40 @@ func TestZstdProgram(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, p, "no zstd program: %s (hack/deps.sh installs one)", why)
 	assert.Regexp(t, regexp.MustCompile(`^\d+\.\d+\.\d+$`), p.version)
-	assert.Contains(t, p.id(), "zstd "+p.version+" -19 --long=25")
+	assert.Equal(t, "zstd "+p.version+" -19 --single-thread", p.id(false))
+	assert.Equal(t, "zstd "+p.version+" -19 --single-thread --long=25", p.id(true))
 
-	in := goBinarySample(t)
-	frame, err := p.compress(ctx, in)
+	// On Go code, level 19 makes a smaller frame than the built-in
+	// encoder's best, within level 19's own 8 MiB window.
+	code := goBinarySample(t)
+	frame, err := p.compress(ctx, code, false)
 	require.NoError(t, err)
-	require.NoError(t, checkFrame(frame, in))
+	require.NoError(t, checkFrame(frame, code))
 	var h zstd.Header
 	require.NoError(t, h.Decode(frame))
-	assert.LessOrEqual(t, h.WindowSize, uint64(smallWindow), "the window the kernel must allocate")
-
+	assert.LessOrEqual(t, h.WindowSize, uint64(8<<20), "level 19's own window")
 	var builtin bytes.Buffer
 	zw, err := CompressionSmall.writer(&builtin)
 	require.NoError(t, err)
-	_, err = zw.Write(in)
+	_, err = zw.Write(code)
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
 	assert.Less(t, len(frame), builtin.Len(), "the program's frame is smaller than the built-in encoder's best")
+
+	// Go code, 4 MiB of noise, then the first 2 MiB again: a repeat
+	// further back than level 19's own window reaches, which the wide
+	// window finds (a separate etcd's code in /init's).
+	in := append(append(slices.Clone(code), make([]byte, 4<<20)...), code[:2<<20]...)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(in[len(code) : len(code)+4<<20])
+	narrow, err := p.compress(ctx, in, false)
+	require.NoError(t, err)
+	wide, err := p.compress(ctx, in, true)
+	require.NoError(t, err)
+	require.NoError(t, checkFrame(wide, in))
+	require.NoError(t, h.Decode(wide))
+	assert.Greater(t, h.WindowSize, uint64(8<<20), "a wide window reaches further")
+	assert.LessOrEqual(t, h.WindowSize, uint64(smallWindow), "the window the kernel must allocate")
+	assert.Less(t, len(wide), len(narrow)-(512<<10), "the repeat 10 MiB back is found only with the wide window")
 }
 
 // fakeZstd writes an executable script named zstd into a new directory
