@@ -319,7 +319,7 @@ func writeInitrd(ctx context.Context, w io.Writer, t *tree, mods []string, cfg C
 		})
 	}
 	wg.Wait()
-	info := InitrdInfo{Modules: mods, Compressor: comp.name()}
+	info := InitrdInfo{Modules: mods, Compressor: comp.name(slices.ContainsFunc(parts, func(p cpioPart) bool { return p.wide }))}
 	for _, m := range members {
 		if m.err != nil {
 			return InitrdInfo{}, fmt.Errorf("write initrd: %w", m.err)
