@@ -178,6 +178,7 @@ func (ic *initrdCompressor) member(ctx context.Context, w io.Writer, p cpioPart,
 	var key string
 	if p.keep && ic.cache != nil {
 		key = ic.cache.key(ic.prog.id(p.wide), archive.Bytes())
+		defer ic.cache.lock(key)()
 		if frame, ok := ic.cache.get(key, archive.Bytes()); ok {
 			_, err := w.Write(frame)
 			return n, true, nil, err

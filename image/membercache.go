@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,6 +43,21 @@ func (c *memberCache) key(id string, archive []byte) string {
 }
 
 func (c *memberCache) path(key string) string { return filepath.Join(c.dir, key+cacheExt) }
+
+// busy holds a lock for each frame this process is making (by its path).
+var busy sync.Map
+
+// lock serialises this process's builds of one frame: a second build of
+// the same member at once (the raw and OCI forms built side by side, the
+// tests' parallel builds) waits for the first and takes its frame from
+// the cache, rather than running the program over the same archive on
+// the same cores.
+func (c *memberCache) lock(key string) (unlock func()) {
+	m, _ := busy.LoadOrStore(c.path(key), &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
 
 // get returns the kept frame of key when it decodes to archive. A frame
 // that does not is removed.

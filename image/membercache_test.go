@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +104,31 @@ func TestInitrdMemberCache(t *testing.T) {
 	require.Len(t, info.Warnings, 2)
 	assert.Contains(t, info.Warnings[0], "initrd cache: ")
 	assert.Contains(t, info.Warnings[0], notDir)
+}
+
+// TestInitrdMemberCacheOnce: two builds of the same parts at once run
+// the program over each member once; the other build waits and takes the
+// frames from the cache.
+func TestInitrdMemberCacheOnce(t *testing.T) {
+	ctx := context.Background()
+	tr := testTree(t, "")
+	cfg := Config{Compression: CompressionSmall, CacheDir: t.TempDir(), SourceDateEpoch: 1}
+	var infos [2]InitrdInfo
+	var outs [2]bytes.Buffer
+	var wg sync.WaitGroup
+	for i := range infos {
+		wg.Go(func() {
+			var err error
+			infos[i], err = writeInitrd(ctx, &outs[i], tr, nil, cfg)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.Len(t, infos[0].Cached, 3)
+	for m := range 2 {
+		assert.True(t, infos[0].Cached[m] != infos[1].Cached[m], "member %d: compressed by one build, taken from the cache by the other (%v, %v)", m, infos[0].Cached, infos[1].Cached)
+	}
+	assert.True(t, bytes.Equal(outs[0].Bytes(), outs[1].Bytes()))
 }
 
 // TestMemberCachePrune: beyond cacheKeep frames the least recently used

@@ -48,13 +48,7 @@ func TestZstdProgram(t *testing.T) {
 	var h zstd.Header
 	require.NoError(t, h.Decode(frame))
 	assert.LessOrEqual(t, h.WindowSize, uint64(8<<20), "level 19's own window")
-	var builtin bytes.Buffer
-	zw, err := CompressionSmall.writer(&builtin)
-	require.NoError(t, err)
-	_, err = zw.Write(code)
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	assert.Less(t, len(frame), builtin.Len(), "the program's frame is smaller than the built-in encoder's best")
+	assert.Less(t, len(frame), len(builtinFrame(t, CompressionSmall, code)), "the program's frame is smaller than the built-in encoder's best")
 
 	// Go code, 4 MiB of noise, then the first 2 MiB again: a repeat
 	// further back than level 19's own window reaches, which the wide
@@ -70,6 +64,19 @@ func TestZstdProgram(t *testing.T) {
 	assert.Greater(t, h.WindowSize, uint64(8<<20), "a wide window reaches further")
 	assert.LessOrEqual(t, h.WindowSize, uint64(smallWindow), "the window the kernel must allocate")
 	assert.Less(t, len(wide), len(narrow)-(512<<10), "the repeat 10 MiB back is found only with the wide window")
+}
+
+// builtinFrame is c's built-in encoder's frame of in, as the build
+// writes it (Compression.writer).
+func builtinFrame(t *testing.T, c Compression, in []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, err := c.writer(&b)
+	require.NoError(t, err)
+	_, err = zw.Write(in)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
 }
 
 // fakeZstd writes an executable script named zstd into a new directory
