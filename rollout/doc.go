@@ -17,12 +17,18 @@
 //  3. Followers go first, in name order; the leader goes last (Order),
 //     and before its step leadership moves to a healthy follower that
 //     already runs the target.
-//  4. Each node: POST /v1/snapshot (kept on DATA), POST /v1/upgrade,
-//     poll until staged, POST /v1/reboot, then wait until the node is
-//     back (Judge): booted on the staged slot, blessed, a healthy voter.
-//     A node back on its old slot with the new one bad stops the roll
-//     with "node n2 rolled back: <reason>"; a node that is not back
-//     within Roll.NodeTimeout stops it too.
+//  4. Each node: POST /v1/snapshot (kept on DATA), arm the slot staged
+//     ahead (staging it again if it went), POST /v1/reboot, then wait
+//     until the node is back (Judge): booted on the staged slot, blessed,
+//     a healthy voter. A node back on its old slot with the new one bad
+//     stops the roll with "node n2 rolled back: <reason>"; a node that is
+//     not back within Roll.NodeTimeout stops it too. A turn that fails
+//     before the node is asked to arm (the leadership cannot be handed
+//     over, or its status or its snapshot cannot be had, as when the
+//     node restarted on its own as its turn began)
+//     left the node as it was: it is taken again from the preconditions,
+//     up to three times in all. From the arm on, a failure stops the roll,
+//     since whether the node armed or rebooted is not known.
 //  5. Progress goes to Roll.Log, one line per step; each node's record
 //     is kept in /etcdbox/upgrade/nodes/<name> (NodeRecord), so
 //     `etcdbox upgrade --status` shows it, and a roll started again

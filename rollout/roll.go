@@ -221,10 +221,33 @@ type progress struct {
 	done    []string
 }
 
-// rollNode moves node name onto the image, unless it runs it already:
-// with the cluster ready, past the point of no return or the storage
-// version a downgrade waits for, leadership handed over, one step.
+// turnTries is how often a roll takes a node's turn when it fails before
+// the node was asked to arm its slot (untouched).
+const turnTries = 3
+
+// rollNode moves node name onto the image, unless it runs it already
+// (turn). A turn that failed before the node was asked to arm its slot
+// left the node as it was: the leadership could not be handed over, or
+// its status or its snapshot could not be had, most often because the
+// node restarted on its own just after the preconditions held. That turn is taken again from the preconditions,
+// which wait for the node to be back, up to turnTries in all. A failure
+// from the arm on is not: whether the node armed or rebooted is not
+// known then, and the roll stops for the operator.
 func (r *Roll) rollNode(ctx context.Context, name string, p *progress) error {
+	for try := 1; ; try++ {
+		err := r.turn(ctx, name, p)
+		var u untouched
+		if err == nil || !errors.As(err, &u) || try == turnTries || ctx.Err() != nil {
+			return err
+		}
+		r.logf("node %s: %v; nothing changed on it: its turn again once the cluster is ready (%d of %d)", name, u.err, try+1, turnTries)
+	}
+}
+
+// turn moves node name onto the image, unless it runs it already: with
+// the cluster ready, past the point of no return or the storage version a
+// downgrade waits for, leadership handed over, one step.
+func (r *Roll) turn(ctx context.Context, name string, p *progress) error {
 	if err := r.checkTarget(ctx); err != nil {
 		return err
 	}
@@ -251,7 +274,9 @@ func (r *Roll) rollNode(ctx context.Context, name string, p *progress) error {
 	}
 	if name == c.LeaderName() {
 		if err := r.handOver(ctx, c, name, p.done); err != nil {
-			return err
+			// Nothing changed on the node: it still leads, or no
+			// longer does, and either is a state the turn starts from.
+			return untouched{err}
 		}
 	}
 	if err := r.step(ctx, name); err != nil {
@@ -319,7 +344,7 @@ func (r *Roll) hold(ctx context.Context, name string) error {
 	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
 		return err
 	}
-	return r.waitStaged(ctx, api, nodeapi.PhaseHeld)
+	return r.waitStaged(ctx, name, api)
 }
 
 func (r *Roll) api(name string) NodeAPI {

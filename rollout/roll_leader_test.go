@@ -37,8 +37,12 @@ func TestRollLeaderMovedByItself(t *testing.T) {
 	// that node's reboot.
 	s = newSim("3.7.3", "n1", "n2", "n3")
 	s.leader, s.moveErr = "n2", errors.New("etcdserver: request timed out")
-	err := s.roll("n1", "n2", "n3").Run(t.Context())
+	r = s.roll("n1", "n2", "n3")
+	log = nil
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	err := r.Run(t.Context())
 	require.ErrorContains(t, err, "node n2: etcdserver: request timed out")
+	assert.Equal(t, 3, strings.Count(strings.Join(log, "\n"), "node n2: leader; moving leadership to"), "the hand-over is tried three times: nothing changed on n2")
 	assert.NotContains(t, s.events, "n2 reboot")
 	assert.Equal(t, "n2", s.leader)
 }

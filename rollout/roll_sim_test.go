@@ -45,20 +45,23 @@ type sim struct {
 }
 
 type simNode struct {
-	s        *sim
-	name     string
-	id       uint64
-	slot     string
-	slots    map[string]string
-	etcd     string
-	newEtcd  string
-	staged   string
-	holdErr  error  // HoldUpgrade fails with it
-	pulls    int    // stages that wrote the slot
-	down     int    // status calls that fail after a reboot
-	bad      string // when set, the new slot fails its gate with this reason
-	uptime   time.Duration
-	rollback string
+	s           *sim
+	name        string
+	id          uint64
+	slot        string
+	slots       map[string]string
+	etcd        string
+	newEtcd     string
+	staged      string
+	holdErr     error  // HoldUpgrade fails with it
+	snapErrs    int    // snapshots that fail, as a node that restarts on its own does
+	lostHold    int    // holds the node accepts and then forgets: it restarted while it staged
+	holdRefusal error  // HoldUpgrade fails with it once a hold was lost
+	pulls       int    // stages that wrote the slot
+	down        int    // status calls that fail after a reboot
+	bad         string // when set, the new slot fails its gate with this reason
+	uptime      time.Duration
+	rollback    string
 }
 
 func newSim(etcd string, names ...string) *sim {
@@ -100,6 +103,10 @@ func (n *simNode) Snapshot(context.Context) (nodeapi.Snapshot, error) {
 	n.s.mu.Lock()
 	defer n.s.mu.Unlock()
 	n.s.event("%s snapshot", n.name)
+	if n.snapErrs > 0 {
+		n.snapErrs--
+		return nodeapi.Snapshot{}, errors.New("POST https://" + n.name + ":9379/v1/snapshot: net/http: timeout awaiting response headers")
+	}
 	return nodeapi.Snapshot{Path: "/var/lib/etcdbox/backups/etcd-x.db", Size: 1, Revision: 1}, nil
 }
 
@@ -111,6 +118,13 @@ func (n *simNode) HoldUpgrade(_ context.Context, image string) error {
 	n.s.event("%s hold", n.name)
 	if n.holdErr != nil {
 		return n.holdErr
+	}
+	if n.lostHold > 0 {
+		// Accepted, then the node restarts: its agent comes back idle.
+		n.lostHold--
+		n.staged = ""
+		n.holdErr = n.holdRefusal
+		return nil
 	}
 	to := otherSlot(n.slot)
 	if n.staged != image || (n.slots[to] != nodeapi.SlotHeld && n.slots[to] != nodeapi.SlotTrying) {
@@ -137,6 +151,9 @@ func (n *simNode) Upgrade(context.Context) (nodeapi.UpgradeProgress, error) {
 	n.s.mu.Lock()
 	defer n.s.mu.Unlock()
 	phase := nodeapi.PhaseStaged
+	if n.staged == "" {
+		return nodeapi.UpgradeProgress{Phase: nodeapi.PhaseIdle}, nil
+	}
 	if n.slots[otherSlot(n.slot)] == nodeapi.SlotHeld {
 		phase = nodeapi.PhaseHeld
 	}

@@ -23,7 +23,7 @@ func (r *Roll) step(ctx context.Context, name string) error {
 
 	st, err := api.Status(ctx)
 	if err != nil {
-		return s.fail(StateFailed, err)
+		return s.fail(StateFailed, untouched{err})
 	}
 	s.rec.From, s.rec.To = st.Slot, otherSlot(st.Slot)
 	if s.rec.To == "" {
@@ -33,7 +33,7 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	s.put(StateSnapshot, "")
 	snap, err := api.Snapshot(ctx)
 	if err != nil {
-		return s.fail(StateFailed, fmt.Errorf("snapshot: %w", err))
+		return s.fail(StateFailed, untouched{fmt.Errorf("snapshot: %w", err)})
 	}
 	s.rec.Snapshot = snap.Path
 	r.logf("node %s: snapshot %s (%d bytes, revision %d)", name, snap.Path, snap.Size, snap.Revision)
@@ -51,6 +51,13 @@ func (r *Roll) step(ctx context.Context, name string) error {
 	}
 	return r.judgeReboot(s, api, rebootAt, begin)
 }
+
+// untouched is a step's failure before it asked the node to arm its slot:
+// the node runs as it did, and its turn can be taken again (rollNode).
+type untouched struct{ err error }
+
+func (u untouched) Error() string { return u.err.Error() }
+func (u untouched) Unwrap() error { return u.err }
 
 // stepRecord is one node's step as the roll records it in etcd, for the
 // --status view.
@@ -90,7 +97,7 @@ func (r *Roll) arm(ctx context.Context, api NodeAPI, name string) error {
 	if err := api.HoldUpgrade(ctx, r.Image); err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
-	if err := r.waitStaged(ctx, api, nodeapi.PhaseHeld); err != nil {
+	if err := r.waitStaged(ctx, name, api); err != nil {
 		return err
 	}
 	if _, err := api.ArmUpgrade(ctx, r.Image); err != nil {
@@ -204,17 +211,35 @@ func (r *Roll) pollStatus(ctx context.Context, api NodeAPI) <-chan polled {
 	return out
 }
 
-// waitStaged polls the node's upgrade agent until it staged Image, in
-// phase want.
-func (r *Roll) waitStaged(ctx context.Context, api NodeAPI, want string) error {
+// waitStaged polls node name's upgrade agent until it holds Image staged
+// (PhaseHeld). A node that restarted while it staged comes back with its
+// agent idle, and nothing would finish the staging: it is asked again,
+// which is safe, since staging the digest the slot holds already rewrites
+// nothing and a half-written slot is written again from the start (the
+// roll would otherwise wait out NodeTimeout, as a chaos run's kill of a
+// staging node showed). A node that refuses the request (busy with
+// another image, say) stops the wait with its answer; one that does not
+// answer yet is asked again at the next poll.
+func (r *Roll) waitStaged(ctx context.Context, name string, api NodeAPI) error {
 	for {
 		p, err := api.Upgrade(ctx)
-		if err == nil && p.Target == r.Image {
-			switch p.Phase {
-			case want:
+		if err == nil {
+			switch {
+			case p.Target == r.Image && p.Phase == nodeapi.PhaseHeld:
 				return nil
-			case nodeapi.PhaseFailed:
+			case p.Target == r.Image && p.Phase == nodeapi.PhaseFailed:
 				return fmt.Errorf("staging failed: %s", p.Error)
+			case p.Target != r.Image || p.Phase == nodeapi.PhaseIdle:
+				// The node's agent starts idle: it restarted while it
+				// staged, and will not go on by itself.
+				r.logf("node %s: no staging of the image under way (phase %s, target %q): the node restarted; asking again", name, p.Phase, p.Target)
+				if err := api.HoldUpgrade(ctx, r.Image); err != nil {
+					var refused *nodeapi.Error
+					if errors.As(err, &refused) {
+						return fmt.Errorf("staging again: %w", err)
+					}
+					// Not answering yet: asked again at the next poll.
+				}
 			}
 		}
 		if err := r.sleep(ctx); err != nil {

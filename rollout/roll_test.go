@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -172,6 +173,82 @@ func TestRollStagingAheadFails(t *testing.T) {
 	for _, n := range s.nodes {
 		assert.Equal(t, "a", n.slot, n.name)
 	}
+}
+
+// TestRollTakesAnUntouchedTurnAgain: a node whose snapshot fails (it
+// restarted on its own as its turn began) was not armed or rebooted, so
+// its turn is taken again once the cluster is ready; a node whose
+// snapshot keeps failing stops the roll after turnTries, never armed.
+func TestRollTakesAnUntouchedTurnAgain(t *testing.T) {
+	t.Run("once", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2", "n3")
+		s.leader = "n3"
+		s.nodes["n2"].snapErrs = 1
+		r := s.roll("n1", "n2", "n3")
+		var log []string
+		r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+		require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+		_, turns := splitAhead(s.events)
+		assert.Equal(t, []string{
+			"n1 snapshot", "n1 arm", "n1 reboot",
+			"n2 snapshot", "n2 snapshot", "n2 arm", "n2 reboot",
+			"leader n3 -> n1",
+			"n3 snapshot", "n3 arm", "n3 reboot",
+		}, turns)
+		for _, n := range s.nodes {
+			assert.Equal(t, "b", n.slot, n.name)
+			assert.Equal(t, StateDone, s.records[n.name].State, n.name)
+		}
+		assert.Contains(t, strings.Join(log, "\n"), "node n2: snapshot: POST https://n2:9379/v1/snapshot: net/http: timeout awaiting response headers; nothing changed on it: its turn again once the cluster is ready (2 of 3)")
+	})
+	t.Run("every time", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2", "n3")
+		s.leader = "n3"
+		s.nodes["n2"].snapErrs = 100
+		err := s.roll("n1", "n2", "n3").Run(t.Context())
+		require.ErrorContains(t, err, "node n2: snapshot: POST https://n2:9379/v1/snapshot")
+		_, turns := splitAhead(s.events)
+		assert.Equal(t, []string{"n1 snapshot", "n1 arm", "n1 reboot", "n2 snapshot", "n2 snapshot", "n2 snapshot"}, turns,
+			"three tries, then the roll stops; n2 never armed, n3 never reached")
+		assert.Equal(t, "a", s.nodes["n2"].slot)
+		assert.Equal(t, nodeapi.SlotHeld, s.nodes["n2"].slots["b"], "n2 staged ahead, held, not armed")
+		assert.Equal(t, StateFailed, s.records["n2"].State)
+	})
+}
+
+// TestRollAsksARestartedNodeToStageAgain: a node that restarted while it
+// staged ahead reports its agent idle; the roll asks it again instead of
+// waiting out its NodeTimeout, and stops at once if the node refuses.
+func TestRollAsksARestartedNodeToStageAgain(t *testing.T) {
+	t.Run("asked again", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2", "n3")
+		s.nodes["n2"].lostHold = 1
+		r := s.roll("n1", "n2", "n3")
+		r.NodeTimeout = time.Minute // a wait for it would fail the test's own deadline
+		var log []string
+		r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, r.Run(ctx), strings.Join(log, "\n"))
+		ahead, _ := splitAhead(s.events)
+		assert.ElementsMatch(t, []string{"n1 hold", "n2 hold", "n2 hold", "n3 hold"}, ahead)
+		assert.Contains(t, strings.Join(log, "\n"), `node n2: no staging of the image under way (phase idle, target ""): the node restarted; asking again`)
+		for _, n := range s.nodes {
+			assert.Equal(t, "b", n.slot, n.name)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		s := newSim("3.7.3", "n1", "n2", "n3")
+		s.nodes["n2"].lostHold = 1
+		s.nodes["n2"].holdRefusal = &nodeapi.Error{StatusCode: 409, Message: "busy: staging 10.88.0.1:5000/etcdbox@sha256:0000"}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		err := s.roll("n1", "n2", "n3").Run(ctx)
+		require.ErrorContains(t, err, "node n2: staging ahead: staging again: 409 Conflict: busy: staging")
+		for _, e := range s.events {
+			assert.NotContains(t, e, "reboot", "no node reboots after a staging ahead failed")
+		}
+	})
 }
 
 // splitAhead splits a roll's events into the stages ahead (the leading
