@@ -60,18 +60,12 @@ func TestChaos(t *testing.T) {
 		pause(ctx, rng, 20*time.Second)
 		require.NoError(t, c.Start(ctx, n))
 	}
-	type fault struct {
-		name string
-		// run injects the fault and undoes it; it returns the node whose
-		// disk it wiped, if any.
-		run func(ctx context.Context, t *testing.T) string
-	}
-	faults := []fault{
-		{"kill a node, start it again", func(ctx context.Context, t *testing.T) string {
+	faults := []chaosFault{
+		{name: "kill a node, start it again", run: func(ctx context.Context, t *testing.T) string {
 			killStart(ctx, t, pick(rng, names))
 			return ""
 		}},
-		{"kill the leader, start it again", func(ctx context.Context, t *testing.T) string {
+		{name: "kill the leader, start it again", run: func(ctx context.Context, t *testing.T) string {
 			leader, _ := leaderOf(ctx, t, c, "")
 			require.NotEmpty(t, leader)
 			killStart(ctx, t, leader)
@@ -80,14 +74,14 @@ func TestChaos(t *testing.T) {
 		// A graceful stop under the writer: the init hands the
 		// leadership over, and ends etcd once its WAL and database are
 		// closed (init/etcdstop.go); the node comes back on its data.
-		{"power off a node (a graceful stop), start it again", func(ctx context.Context, t *testing.T) string {
+		{name: "power off a node (a graceful stop), start it again", run: func(ctx context.Context, t *testing.T) string {
 			n := pick(rng, names)
 			require.NoError(t, c.Poweroff(ctx, n, 90*time.Second))
 			pause(ctx, rng, 20*time.Second)
 			require.NoError(t, c.Start(ctx, n))
 			return ""
 		}},
-		{"power off the leader (a graceful stop), start it again", func(ctx context.Context, t *testing.T) string {
+		{name: "power off the leader (a graceful stop), start it again", run: func(ctx context.Context, t *testing.T) string {
 			leader, _ := leaderOf(ctx, t, c, "")
 			require.NotEmpty(t, leader)
 			require.NoError(t, c.Poweroff(ctx, leader, 90*time.Second))
@@ -95,24 +89,24 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.Start(ctx, leader))
 			return ""
 		}},
-		{"reset a node", func(ctx context.Context, t *testing.T) string {
+		{name: "reset a node", run: func(ctx context.Context, t *testing.T) string {
 			require.NoError(t, c.Reset(ctx, pick(rng, names)))
 			return ""
 		}},
-		{"pause a node, resume it", func(ctx context.Context, t *testing.T) string {
+		{name: "pause a node, resume it", run: func(ctx context.Context, t *testing.T) string {
 			n := pick(rng, names)
 			require.NoError(t, c.Pause(ctx, n))
 			pause(ctx, rng, 15*time.Second)
 			require.NoError(t, c.Resume(ctx, n))
 			return ""
 		}},
-		{"partition a node, heal", func(ctx context.Context, t *testing.T) string {
+		{name: "partition a node, heal", run: func(ctx context.Context, t *testing.T) string {
 			require.NoError(t, c.Partition(ctx, pick(rng, names)))
 			pause(ctx, rng, 20*time.Second)
 			require.NoError(t, c.Heal(ctx))
 			return ""
 		}},
-		{"cut a node one way, heal", func(ctx context.Context, t *testing.T) string {
+		{name: "cut a node one way, heal", run: func(ctx context.Context, t *testing.T) string {
 			// Out: it hears the others but cannot answer (a leader's
 			// heartbeats stop reaching them; a follower's acks stop).
 			// In: it is heard but hears nothing (a leader keeps sending
@@ -122,7 +116,7 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.Heal(ctx))
 			return ""
 		}},
-		{"slow a node's disk, give it full speed", func(ctx context.Context, t *testing.T) string {
+		{name: "slow a node's disk, give it full speed", run: func(ctx context.Context, t *testing.T) string {
 			// From a failing drive (1 request a second) to a throttled
 			// volume (50).
 			n, l := pick(rng, names), qemu.DiskLimit{IOPS: []int64{1, 2, 5, 20, 50}[rng.IntN(5)]}
@@ -131,7 +125,7 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.LimitDisk(ctx, n, qemu.DiskLimit{}))
 			return ""
 		}},
-		{"impair a node's links (loss, delay), heal", func(ctx context.Context, t *testing.T) string {
+		{name: "impair a node's links (loss, delay), heal", run: func(ctx context.Context, t *testing.T) string {
 			// From a flaky NIC (a tenth of its frames lost) to a path
 			// slower than etcd's heartbeat interval.
 			n := pick(rng, names)
@@ -145,7 +139,7 @@ func TestChaos(t *testing.T) {
 			require.NoError(t, c.Heal(ctx))
 			return ""
 		}},
-		{"power off all, start them in a random order", func(ctx context.Context, t *testing.T) string {
+		{name: "power off all, start them in a random order", wholeCluster: true, run: func(ctx context.Context, t *testing.T) string {
 			for _, n := range names {
 				require.NoError(t, c.Poweroff(ctx, n, 90*time.Second))
 			}
@@ -165,7 +159,7 @@ func TestChaos(t *testing.T) {
 			}
 			return ""
 		}},
-		{"replace a follower's disk", func(ctx context.Context, t *testing.T) string {
+		{name: "replace a follower's disk", wholeCluster: true, run: func(ctx context.Context, t *testing.T) string {
 			leader, _ := leaderOf(ctx, t, c, "")
 			n := pick(rng, slices.DeleteFunc(slices.Clone(names), func(s string) bool { return s == leader }))
 			require.NoError(t, c.Kill(ctx, n))
@@ -175,8 +169,13 @@ func TestChaos(t *testing.T) {
 		}},
 	}
 
+	// A rolling upgrade to another image, with one of the faults above
+	// striking at a random point of it (chaos_roll_test.go).
+	rolls := newChaosRolls(t, c, rng, slices.DeleteFunc(slices.Clone(faults), func(f chaosFault) bool { return f.wholeCluster }))
+	faults = append(faults, chaosFault{name: "roll to another image under a fault", run: rolls.round, deadline: rollDeadline + faultDeadline})
+
 	if only := os.Getenv("ETCDBOX_CHAOS_FAULTS"); only != "" {
-		faults = slices.DeleteFunc(faults, func(f fault) bool {
+		faults = slices.DeleteFunc(faults, func(f chaosFault) bool {
 			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return s != "" && strings.Contains(f.name, s) })
 		})
 		require.NotEmpty(t, faults, "ETCDBOX_CHAOS_FAULTS=%q names no fault", only)
@@ -186,7 +185,7 @@ func TestChaos(t *testing.T) {
 	for round := 1; time.Now().Before(end); round++ {
 		f := faults[rng.IntN(len(faults))]
 		ok := t.Run(fmt.Sprintf("%03d %s", round, f.name), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 2*faultDeadline)
+			ctx, cancel := context.WithTimeout(ctx, f.roundDeadline())
 			defer cancel()
 			w := startWriter(t, c)
 			wiped := f.run(ctx, t)
@@ -225,6 +224,27 @@ func TestChaos(t *testing.T) {
 			return
 		}
 	}
+}
+
+// A chaosFault is one kind of round of TestChaos.
+type chaosFault struct {
+	name string
+	// run injects the fault and undoes it; it returns the node whose
+	// disk it wiped, if any.
+	run func(ctx context.Context, t *testing.T) string
+	// wholeCluster marks the faults a roll is not drawn with: a power-off
+	// of every node stops any roll by design (its preconditions wait for
+	// every member), and a replaced disk needs the node's image again.
+	wholeCluster bool
+	// deadline bounds the round; 0 for twice faultDeadline.
+	deadline time.Duration
+}
+
+func (f chaosFault) roundDeadline() time.Duration {
+	if f.deadline > 0 {
+		return f.deadline
+	}
+	return 2 * faultDeadline
 }
 
 // pick is a random element of names.
