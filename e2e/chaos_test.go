@@ -175,9 +175,7 @@ func TestChaos(t *testing.T) {
 	faults = append(faults, chaosFault{name: "roll to another image under a fault", run: rolls.round, deadline: rollDeadline + faultDeadline})
 
 	if only := os.Getenv("ETCDBOX_CHAOS_FAULTS"); only != "" {
-		faults = slices.DeleteFunc(faults, func(f chaosFault) bool {
-			return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return s != "" && strings.Contains(f.name, s) })
-		})
+		faults = named(faults, only)
 		require.NotEmpty(t, faults, "ETCDBOX_CHAOS_FAULTS=%q names no fault", only)
 	}
 
@@ -245,6 +243,14 @@ func (f chaosFault) roundDeadline() time.Duration {
 		return f.deadline
 	}
 	return 2 * faultDeadline
+}
+
+// named keeps the faults whose names contain one of only's
+// comma-separated words.
+func named(faults []chaosFault, only string) []chaosFault {
+	return slices.DeleteFunc(faults, func(f chaosFault) bool {
+		return !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool { return s != "" && strings.Contains(f.name, s) })
+	})
 }
 
 // pick is a random element of names.

@@ -2,7 +2,9 @@
 # chaos.sh is `make chaos`: randomised faults on one local 3-node cluster
 # under the porcupine writer (e2e/chaos_test.go), for ETCDBOX_CHAOS
 # (default 30m). ETCDBOX_CHAOS_SEED=<n> replays a run; each run logs its
-# seed. Not part of `make test`.
+# seed; ETCDBOX_CHAOS_FAULTS=a,b draws only the faults named so, and
+# ETCDBOX_CHAOS_ROLL_FAULTS=a,b only those during the roll rounds. Not part
+# of `make test`.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS=-buildvcs=false
