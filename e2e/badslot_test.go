@@ -45,6 +45,13 @@ var oneNodeBadSlots = []badSlot{
 	{"panicking command line", "bad-panic.tar", "Kernel panic", "rdinit=/nonexistent", `bad, no reason recorded .*; its last boot never mounted the ESP`},
 	{"hung init: the watchdog resets", "bad-hang.tar", "test hook: hanging before start etcd", "etcdbox.test.hang=start-etcd", `bad, no reason recorded .*; its last boot reached "start etcd"$`},
 	{"crashed init: the kernel panics", "bad-crash.tar", "Attempted to kill init", "etcdbox.test.crash=start-etcd", `bad, no reason recorded .*; its last boot reached "start etcd"$`},
+	// The new init hangs before it loads its modules, so nothing in the
+	// new kernel touches the watchdog (i6300esb's probe would stop it):
+	// only the timer the old kernel left running through the jump can
+	// reset the machine. The old kernel stopped it in the jump's restart
+	// notifiers until the init loaded the watchdog core with
+	// stop_on_reboot=0 (init/modules.go).
+	{"init hung before its modules: the watchdog left armed for the jump resets", "bad-hang-early.tar", "test hook: hanging before load kernel modules", "etcdbox.test.hang=load-kernel-modules", `bad, no reason recorded .*; its last boot never mounted the ESP`},
 }
 
 // buildOneNodeBadSlots builds the images of oneNodeBadSlots into dir.
@@ -54,9 +61,11 @@ func buildOneNodeBadSlots(t *testing.T, initBin, dir string) {
 	require.Len(t, drivers, len(image.DefaultDrivers)-1, "the default set names virtio_blk")
 	buildBadImage(t, initBin, "e2e-bad-nomod", filepath.Join(dir, "bad-nomod.tar"), drivers, "")
 	buildBadImage(t, initBin, "e2e-bad-panic", filepath.Join(dir, "bad-panic.tar"), nil, "rdinit=/nonexistent")
-	// The test-hook init hangs, or exits, before it starts etcd.
+	// The test-hook init hangs, or exits, before it starts etcd, or
+	// hangs before it loads its modules.
 	buildBadImage(t, initBin, "e2e-bad-hang", filepath.Join(dir, "bad-hang.tar"), nil, "etcdbox.test.hang=start-etcd")
 	buildBadImage(t, initBin, "e2e-bad-crash", filepath.Join(dir, "bad-crash.tar"), nil, "etcdbox.test.crash=start-etcd")
+	buildBadImage(t, initBin, "e2e-bad-hang-early", filepath.Join(dir, "bad-hang-early.tar"), nil, "etcdbox.test.hang=load-kernel-modules")
 }
 
 // TestBadSlots boots one node on v1 with one try per new slot, then
@@ -156,7 +165,14 @@ func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64,
 		// and no shutdown, rollback or restart of the init's or the
 		// kernel's: the watchdog reset the machine.
 		between := vm.Console()[f.Next:next.Offset]
-		assert.Contains(t, between, "watchdog: not feeding")
+		if strings.Contains(tt.options, "hang=load-kernel-modules") {
+			// The new init never opened it: the old kernel's init
+			// left it armed, and it ran on through the jump.
+			assert.Contains(t, vm.Console()[from:try.Offset], "left armed for the next kernel")
+			assert.NotContains(t, between, "watchdog: not feeding")
+		} else {
+			assert.Contains(t, between, "watchdog: not feeding")
+		}
 		for _, s := range []string{"shutdown", "rolled back", "reboot:", "Kernel panic"} {
 			assert.NotContains(t, between, s, "between the hang and the next boot")
 		}

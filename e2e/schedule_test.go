@@ -28,7 +28,8 @@ import (
 // (the lanes ended 6 min 6 s and 4 min 36 s after the roll, with
 // TestDiskGrows in the first; it moved).
 const (
-	// laneSlots: TestBadSlots (the four bad slots, 5 min 26 s) and
+	// laneSlots: TestBadSlots (the bad slots: four took 5 min 26 s; a fifth,
+	// session 34, about a minute) and
 	// TestDiskGrows (39 s; it moved here when session 9's leaf renewal
 	// made TestSingleNode a minute longer).
 	laneSlots = iota

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ func (n *node) loadModules(context.Context) error {
 	if err != nil {
 		return err
 	}
-	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: moduleParams(n.cmdline), Events: kmod.KernelEvents}
+	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: withDefaultParams(moduleParams(n.cmdline)), Events: kmod.KernelEvents}
 	loaded, err := l.Coldplug("/sys", explicitModules...)
 	var slow []string
 	for _, t := range l.Slowest(3) {
@@ -37,6 +38,49 @@ func (n *node) loadModules(context.Context) error {
 		return fmt.Errorf("modules: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return nil
+}
+
+// defaultParams are module parameters the init sets unless the kernel
+// command line sets the same one (module.param=value).
+//
+// watchdog.stop_on_reboot=0: the watchdog core stops, on every restart
+// (kexec included, in kernel_restart_prepare's reboot notifiers, before
+// the devices shut down), each watchdog its driver marks stop-on-reboot,
+// as i6300esb, iTCO_wdt and most do. The init leaves the watchdog armed
+// for a kexec (power.Watchdog.Handover) so that a hang in the jump or in
+// the next kernel's boot, before its init feeds the watchdog again, ends
+// in a firmware reset and the old slot; the kernel stopped it first. (In
+// the next kernel, i6300esb's probe stops it again, as the init loads its
+// modules; the init arms it right after them.) A
+// chaos run (session 34) saw the old kernel hang in virtio_net's receive
+// poll during a kexec, a soft lockup that the watchdog never ended. The
+// plain reboot and power-off paths disarm the watchdog themselves (magic
+// close) before they halt, so this changes only what is left armed: the
+// kexec, and a device without magic close, which is fed to the end and
+// now keeps running through a firmware reboot too (i6300esb, the
+// watchdog driver the image carries by default, has magic close).
+var defaultParams = map[string]string{"watchdog": "stop_on_reboot=0"}
+
+// withDefaultParams adds defaultParams to params, a parameter the kernel
+// command line set winning.
+func withDefaultParams(params map[string]string) map[string]string {
+	for mod, kvs := range defaultParams {
+		for _, kv := range strings.Fields(kvs) {
+			name, _, _ := strings.Cut(kv, "=")
+			set := slices.ContainsFunc(strings.Fields(params[mod]), func(w string) bool {
+				k, _, _ := strings.Cut(w, "=")
+				return k == name
+			})
+			if set {
+				continue
+			}
+			if params[mod] != "" {
+				params[mod] += " "
+			}
+			params[mod] += kv
+		}
+	}
+	return params
 }
 
 // moduleParams collects module.param=value words of the kernel command
