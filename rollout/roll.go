@@ -229,10 +229,11 @@ const turnTries = 3
 // (turn). A turn that failed before the node was asked to arm its slot
 // left the node as it was: the leadership could not be handed over, or
 // its status or its snapshot could not be had, most often because the
-// node restarted on its own just after the preconditions held. That turn is taken again from the preconditions,
-// which wait for the node to be back, up to turnTries in all. A failure
-// from the arm on is not: whether the node armed or rebooted is not
-// known then, and the roll stops for the operator.
+// node restarted on its own just after the preconditions held. That turn
+// is taken again from the preconditions, which wait for the node to be
+// back, up to turnTries in all. A failure from the arm on is not: whether
+// the node armed or rebooted is not known then, and the roll stops for
+// the operator.
 func (r *Roll) rollNode(ctx context.Context, name string, p *progress) error {
 	for try := 1; ; try++ {
 		err := r.turn(ctx, name, p)

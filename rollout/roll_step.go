@@ -231,8 +231,10 @@ func (r *Roll) waitStaged(ctx context.Context, name string, api NodeAPI) error {
 				return fmt.Errorf("staging failed: %s", p.Error)
 			case p.Target != r.Image || p.Phase == nodeapi.PhaseIdle:
 				// The node's agent starts idle: it restarted while it
-				// staged, and will not go on by itself.
-				r.logf("node %s: no staging of the image under way (phase %s, target %q): the node restarted; asking again", name, p.Phase, p.Target)
+				// staged, and will not go on by itself (or someone
+				// staged another image there since, and the request
+				// is refused).
+				r.logf("node %s: no staging of the image under way (phase %s, target %q): the node restarted, or staged another image; asking again", name, p.Phase, p.Target)
 				if err := api.HoldUpgrade(ctx, r.Image); err != nil {
 					var refused *nodeapi.Error
 					if errors.As(err, &refused) {
