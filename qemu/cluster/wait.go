@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +200,7 @@ func (c *Cluster) notReady(cause error, w want, obs map[string]observation, vms 
 		if ok {
 			reason = shortErr(o.err)
 		}
-		why = append(why, name+": "+reason)
+		why = append(why, name+": "+reason+"; its console ends "+consoleEnd(vms[name].Console(), 3))
 		c.cfg.Log("%s: not ready (%s); last console lines (%s):\n%s", name, reason, vms[name].ConsolePath(), vms[name].ConsoleTail(40))
 	}
 	if len(why) == 0 {
@@ -329,6 +330,28 @@ func describeClusters(clusters map[uint64][]string) string {
 }
 
 // shortErr is the first line of err, without gRPC's wrapping.
+// consoleEnd quotes the last n non-blank lines of a console log, each
+// cut to 160 bytes, on one line: enough to tell, from the error alone, a
+// guest stuck in the firmware or the kernel from one whose init waits.
+func consoleEnd(log string, n int) string {
+	var end []string
+	lines := strings.Split(qemu.Printable(log), "\n")
+	for i := len(lines) - 1; i >= 0 && len(end) < n; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" {
+			continue
+		}
+		if len(l) > 160 {
+			l = l[:160] + "..."
+		}
+		end = append([]string{strconv.Quote(l)}, end...)
+	}
+	if len(end) == 0 {
+		return "empty"
+	}
+	return strings.Join(end, " ")
+}
+
 func shortErr(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
