@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,4 +51,62 @@ func TestSilentGuestFailsFast(t *testing.T) {
 	assert.Less(t, time.Since(start), 20*time.Second, "down waited for the ACPI power-off of a guest that never ran")
 	_, err = qemu.Attach(filepath.Join(cfg.Dir, "n1"))
 	assert.ErrorIs(t, err, qemu.ErrNotRunning)
+}
+
+// TestStuckBootIsResetOnce boots a node whose firmware finds nothing to
+// boot, so that it prints but never gets to an init, as a guest stuck in
+// its firmware or kernel does: the wait presses its reset button once,
+// the firmware starts again, and the second miss fails the wait, naming
+// the node and how its console ends.
+func TestStuckBootIsResetOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts QEMU; runs without -short")
+	}
+	old := BootLimit
+	BootLimit = map[string]time.Duration{qemu.AccelKVM: 15 * time.Second, qemu.AccelTCG: 15 * time.Second}
+	t.Cleanup(func() { BootLimit = old })
+
+	code, vars := testenv.OVMF(t)
+	img := filepath.Join(t.TempDir(), "blank.raw")
+	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o644))
+	var logs safeLog
+	cfg := Config{Dir: t.TempDir(), Image: img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 256,
+		Accel: qemu.AccelTCG, Log: logs.add(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	c, err := Up(ctx, cfg, 1)
+	require.Error(t, err)
+	require.NotNil(t, c)
+	t.Cleanup(func() { _ = c.Down(context.Background(), time.Minute) })
+	assert.ErrorIs(t, err, errStuckBoot)
+	assert.Contains(t, err.Error(), "n1: never got from power-on to the init in 15s, twice (reset once); its console ends \"")
+	assert.Contains(t, logs.String(), "n1: pressed its reset button; it gets 15s more")
+	// The firmware ran again after the reset: its boot manager printed
+	// twice.
+	vm, verr := c.VM("n1")
+	require.NoError(t, verr)
+	assert.GreaterOrEqual(t, strings.Count(vm.Console(), "BdsDxe: "), 2, "console:\n%s", vm.ConsoleTail(30))
+}
+
+// safeLog keeps what a cluster logs, from any goroutine, and passes it on
+// to the test's log.
+type safeLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *safeLog) add(t *testing.T) func(string, ...any) {
+	return func(format string, args ...any) {
+		t.Logf(format, args...)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		fmt.Fprintf(&l.b, format+"\n", args...)
+	}
+}
+
+func (l *safeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

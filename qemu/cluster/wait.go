@@ -63,7 +63,7 @@ func (c *Cluster) wait(ctx context.Context, w want) error {
 		return err
 	}
 	obs := &observations{seen: map[string]observation{}}
-	fail := make(chan error, 2*len(w.names))
+	fail := make(chan error, 3*len(w.names))
 	vms, err := c.watchNodes(ctx, &wg, w, tc, obs, fail)
 	if err != nil {
 		return err
@@ -132,7 +132,15 @@ func (c *Cluster) watchNodes(ctx context.Context, wg *sync.WaitGroup, w want, tc
 		}
 		vms[name] = vm
 		var from int64
-		if !slices.Contains(w.fresh, name) {
+		if fresh := slices.Contains(w.fresh, name); fresh {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.watchBoot(ctx, vm, bootLimit(vm.Accel())); err != nil {
+					fail <- err
+				}
+			}()
+		} else {
 			from = vm.Mark()
 		}
 		wg.Add(2)
