@@ -150,6 +150,7 @@ func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64,
 	// failure, then sees no try left (one try per slot here).
 	assert.Regexp(t, `reboot: kexec into slot `+tried+`, its try counted as systemd-boot counts it \(etcdbox-`+tried+`\+1\.conf -> etcdbox-`+tried+`\+0-1\.conf\)`,
 		vm.Console()[from:try.Offset], "the reboot into the armed slot is a kexec")
+	assert.Contains(t, vm.Console()[from:try.Offset], "etcdbox: network: eth0 down before the kexec", "the NIC went down before the jump")
 	assert.Contains(t, try.Line, tt.options, "the image's extras are on its slot's command line")
 	f, err := vm.WaitConsole(ctx, try.Next, tt.failure)
 	require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))

@@ -107,6 +107,9 @@ func TestRollingUpgrade(t *testing.T) {
 		// Each node jumped into its armed slot with kexec, once, the try
 		// counted first; the firmware did not run.
 		assertConsoles(t, c, marks, `reboot: kexec into slot b, its try counted as systemd-boot counts it \(etcdbox-b\+1\.conf -> etcdbox-b\+0-1\.conf\)`, 1)
+		// Its NIC went down first, so that no receive poll spins on the
+		// device the kernel's shutdown stops.
+		assertConsoles(t, c, marks, `etcdbox: network: eth0 down before the kexec`, 1)
 		// Each node's etcd stop ended the connection of the watch on it
 		// after the drain, rather than wait out etcd's request timeout,
 		// and every watch resumed on its node, from where it was.

@@ -284,6 +284,7 @@ func (n *node) shutdown(req shutdownRequest) {
 			}
 		}
 		n.unmountAll()
+		n.downLinks(haltWord(req.reboot, j.ready))
 		n.log.Printf("shutdown complete in %s", time.Since(start).Round(time.Millisecond))
 		if j.ready {
 			n.jump(j)
@@ -321,5 +322,6 @@ func (n *node) fail(err error) {
 	n.log.Printf("rebooting in 5s")
 	time.Sleep(5 * time.Second) // let the console drain before the reset
 	n.unmountAll()
+	n.downLinks("reboot")
 	halt(true)
 }

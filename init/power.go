@@ -80,3 +80,14 @@ func halt(reboot bool) {
 	}
 	select {}
 }
+
+// haltWord names what the shutdown ends in, for its log lines.
+func haltWord(reboot, kexec bool) string {
+	switch {
+	case kexec:
+		return "kexec"
+	case reboot:
+		return "reboot"
+	}
+	return "power-off"
+}

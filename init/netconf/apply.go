@@ -1,6 +1,7 @@
 package netconf
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -60,4 +61,17 @@ func Up(h *netlink.Handle, link string) error {
 		}
 	}
 	return nil
+}
+
+// Down sets links down, each it can, and returns every failure joined.
+// The init calls it on the NICs just before it halts or jumps into
+// another kernel (see the init's downLinks).
+func Down(h *netlink.Handle, links []netlink.Link) error {
+	var errs []error
+	for _, l := range links {
+		if err := h.LinkSetDown(l); err != nil {
+			errs = append(errs, fmt.Errorf("set %s down: %w", l.Attrs().Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
