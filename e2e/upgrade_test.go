@@ -98,8 +98,8 @@ func TestRollingUpgrade(t *testing.T) {
 		res, werr := w.Stop(30 * time.Second)
 		require.NoError(t, err)
 		require.NoError(t, werr)
-		t.Logf("roll of 3 nodes: %s; writer: %d operations, %d acknowledged puts, longest write gap %s",
-			rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond))
+		t.Logf("roll of 3 nodes: %s; writer: %d operations, %d acknowledged puts, longest write gap %s, ending %s into the roll",
+			rollTime.Round(time.Second), len(res.History), res.Acked, res.Gap.Round(time.Millisecond), res.GapEnd.Sub(start).Round(time.Second))
 		assert.Positive(t, res.Acked)
 
 		assertAllOn(t, c, "b", "e2e-v2", cur)
