@@ -51,7 +51,7 @@ var oneNodeBadSlots = []badSlot{
 	// reset the machine. The old kernel stopped it in the jump's restart
 	// notifiers until the init loaded the watchdog core with
 	// stop_on_reboot=0 (init/modules.go).
-	{"init hung before its modules: the watchdog left armed for the jump resets", "bad-hang-early.tar", "test hook: hanging before load kernel modules", "etcdbox.test.hang=load-kernel-modules", `bad, no reason recorded .*; its last boot never mounted the ESP`},
+	{"init hung before its modules: the watchdog left armed for the jump resets", "bad-hang-early.tar", "test hook: hanging before load watchdog driver", "etcdbox.test.hang=load-watchdog-driver", `bad, no reason recorded .*; its last boot never mounted the ESP`},
 }
 
 // buildOneNodeBadSlots builds the images of oneNodeBadSlots into dir.
@@ -65,7 +65,7 @@ func buildOneNodeBadSlots(t *testing.T, initBin, dir string) {
 	// hangs before it loads its modules.
 	buildBadImage(t, initBin, "e2e-bad-hang", filepath.Join(dir, "bad-hang.tar"), nil, "etcdbox.test.hang=start-etcd")
 	buildBadImage(t, initBin, "e2e-bad-crash", filepath.Join(dir, "bad-crash.tar"), nil, "etcdbox.test.crash=start-etcd")
-	buildBadImage(t, initBin, "e2e-bad-hang-early", filepath.Join(dir, "bad-hang-early.tar"), nil, "etcdbox.test.hang=load-kernel-modules")
+	buildBadImage(t, initBin, "e2e-bad-hang-early", filepath.Join(dir, "bad-hang-early.tar"), nil, "etcdbox.test.hang=load-watchdog-driver")
 }
 
 // TestBadSlots boots one node on v1 with one try per new slot, then
@@ -166,7 +166,7 @@ func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64,
 		// and no shutdown, rollback or restart of the init's or the
 		// kernel's: the watchdog reset the machine.
 		between := vm.Console()[f.Next:next.Offset]
-		if strings.Contains(tt.options, "hang=load-kernel-modules") {
+		if strings.Contains(tt.options, "hang=load-watchdog-driver") {
 			// The new init never opened it: the old kernel's init
 			// left it armed, and it ran on through the jump.
 			assert.Contains(t, vm.Console()[from:try.Offset], "left armed for the next kernel")
@@ -178,4 +178,9 @@ func assertTriedOnce(ctx context.Context, t *testing.T, vm *qemu.VM, from int64,
 			assert.NotContains(t, between, s, "between the hang and the next boot")
 		}
 	}
+	// The old slot's init armed the watchdog before it loaded the drivers
+	// other than the watchdog's, so that a probe that hangs is reset.
+	mods, err := vm.WaitConsole(ctx, next.Next, "etcdbox: load kernel modules: done")
+	require.NoError(t, err, "console:\n%s", vm.ConsoleTail(40))
+	assert.Contains(t, vm.Console()[next.Next:mods.Offset], "etcdbox: watchdog /dev/watchdog armed", "the watchdog armed before the coldplug")
 }

@@ -2,8 +2,8 @@
 // form. It reads top to bottom like the boot (DESIGN §2):
 //
 //	mount /proc /sys /dev /run cgroup2; log to kmsg and the console
-//	load kernel modules (coldplug by modalias)
-//	arm the hardware watchdog; listen for the power button
+//	load the watchdog's driver, arm the hardware watchdog
+//	load kernel modules (coldplug by modalias); listen for the power button
 //	mount the ESP (the A/B slots)
 //	find DATA, grow and format it on first boot, e2fsck -p, mount it
 //	read the seed; set the hostname; bring up the network
@@ -144,8 +144,12 @@ func (n *node) boot(ctx context.Context) error {
 			step{"mount pseudo filesystems", false, n.mountPseudo, 0},
 			step{"read the kernel command line", false, n.readCmdline, 0},
 			step{"tune the kernel", true, n.tuneKernel, 0},
-			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
+			// The watchdog's driver first, and the watchdog armed before
+			// the other drivers probe: a probe that hangs (a NIC's, after
+			// a kexec) is then reset, not hung for good (modules.go).
+			step{"load watchdog driver", true, n.loadWatchdogDriver, 30 * time.Second},
 			step{"arm watchdog", true, n.armWatchdog, 0},
+			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
 			step{"listen for the power button", true, n.watchPowerButton, 0},
 			// Without RDRAND or an RNG device the pool can take minutes.
 			step{"wait for entropy", true, n.waitEntropy, 10 * time.Minute},

@@ -23,11 +23,10 @@ var explicitModules = []string{"ext4", "vfat", "isofs", "nls_cp437", "nls_iso885
 // that waits long for its devices (ahci for SATA links, on a server with
 // many ports) shows there.
 func (n *node) loadModules(context.Context) error {
-	dir, err := kmod.DefaultDir()
+	l, err := n.moduleLoader()
 	if err != nil {
 		return err
 	}
-	l := &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: withDefaultParams(moduleParams(n.cmdline)), Events: kmod.KernelEvents}
 	loaded, err := l.Coldplug("/sys", explicitModules...)
 	var slow []string
 	for _, t := range l.Slowest(3) {
@@ -38,6 +37,51 @@ func (n *node) loadModules(context.Context) error {
 		return fmt.Errorf("modules: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return nil
+}
+
+// moduleLoader returns the boot's module loader, made on first use: the
+// watchdog's step and the coldplug share it, so what the first loaded the
+// second skips.
+func (n *node) moduleLoader() (*kmod.Loader, error) {
+	if n.kmod != nil {
+		return n.kmod, nil
+	}
+	dir, err := kmod.DefaultDir()
+	if err != nil {
+		return nil, err
+	}
+	n.kmod = &kmod.Loader{Dir: dir, Logf: n.log.Printf, Params: withDefaultParams(moduleParams(n.cmdline)), Events: kmod.KernelEvents}
+	return n.kmod, nil
+}
+
+// loadWatchdogDriver loads the drivers of the watchdog devices present
+// (the modules under drivers/watchdog/ that a device's modalias matches,
+// with the watchdog core and its defaultParams), before every other
+// driver, so that "arm watchdog" runs before the others probe.
+//
+// Until the init arms it, a watchdog is unwatched: its driver's probe
+// stops a timer left running (the one a kexec hands over, see
+// defaultParams), and nothing feeds or starts it. When the watchdog came
+// in with all the other drivers, a probe that hung after its driver's
+// (virtio-net's, in a kernel just kexec'd into, is where one node of a
+// chaos run hung in the old kernel) left the machine hung for good; now
+// the init's watchdog, armed first, resets it once the module step
+// outlives its budget. A machine with none loads nothing here.
+func (n *node) loadWatchdogDriver(context.Context) error {
+	l, err := n.moduleLoader()
+	if err != nil {
+		return err
+	}
+	loaded, err := l.LoadPresent("/sys", isWatchdogDriver)
+	if len(loaded) > 0 {
+		n.log.Printf("modules: loaded %s", strings.Join(loaded, " "))
+	}
+	return err
+}
+
+// isWatchdogDriver tells a watchdog driver by where the kernel keeps it.
+func isWatchdogDriver(_, path string) bool {
+	return strings.Contains(path, "/drivers/watchdog/")
 }
 
 // defaultParams are module parameters the init sets unless the kernel
@@ -51,7 +95,7 @@ func (n *node) loadModules(context.Context) error {
 // the next kernel's boot, before its init feeds the watchdog again, ends
 // in a firmware reset and the old slot; the kernel stopped it first. (In
 // the next kernel, i6300esb's probe stops it again, as the init loads its
-// modules; the init arms it right after them.) A
+// driver; the init arms it right after, before the other drivers.) A
 // chaos run (session 34) saw the old kernel hang in virtio_net's receive
 // poll during a kexec, a soft lockup that the watchdog never ended. The
 // plain reboot and power-off paths disarm the watchdog themselves (magic

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/console"
+	"github.com/etcdbox/etcdbox/init/kmod"
 	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -82,9 +83,10 @@ type machine struct {
 	// cmdlineText is the kernel command line as the kernel gave it, read
 	// once, at boot (readCmdline).
 	cmdlineText string
-	mounts      []string // mounted by the boot steps, unmounted in reverse at shutdown
-	dog         watchdog // nil without a hardware watchdog (armWatchdog)
-	esp         slot.Dir // the mounted ESP, "" without one (mountESP)
+	mounts      []string     // mounted by the boot steps, unmounted in reverse at shutdown
+	dog         watchdog     // nil without a hardware watchdog (armWatchdog)
+	kmod        *kmod.Loader // the boot's module loader (moduleLoader)
+	esp         slot.Dir     // the mounted ESP, "" without one (mountESP)
 	// disksBy is when the boot disk must have shown its partitions: set
 	// when mountESP starts to wait for them (dataWait).
 	disksBy time.Time

@@ -125,6 +125,45 @@ func (l *Loader) Load(name string) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
+// LoadPresent loads the modules that match a device present under sysDir
+// now and that pick accepts, by name and file path, each after what it
+// needs, and returns those it inserted, in order. It scans sysfs once and
+// loads in one round: it is for the few drivers wanted before all the
+// others (the watchdog's, which the init arms before the other drivers
+// probe); Coldplug later skips what it loaded. A module that fails to load
+// is an error; the others still load.
+func (l *Loader) LoadPresent(sysDir string, pick func(name, path string) bool) ([]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ix, err := l.index()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	p := newPlan(ix)
+	seen := map[string]error{}
+	for _, d := range scanModaliases(sysDir, map[string]bool{}) {
+		for _, n := range ix.Match(d.Modalias) {
+			if _, tried := seen[n]; tried || !pick(n, ix.Path(n)) {
+				continue
+			}
+			if err := ix.walk(n, seen, true, l.planner(p), l.softErr); err != nil {
+				errs = append(errs, fmt.Errorf("device %s (%s): %w", d.Dir, d.Modalias, err))
+				continue
+			}
+			names = append(names, n)
+		}
+	}
+	done := l.run(p, names, seen)
+	for _, n := range names {
+		if it := p.item(n); it != nil && it.err != nil {
+			errs = append(errs, fmt.Errorf("load module %s: %w", n, it.err))
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
 // planner returns the walk callback that plans one module's insert,
 // unless this Loader has it in already. l.mu is held.
 func (l *Loader) planner(p *plan) func(name, path string, hard bool) error {

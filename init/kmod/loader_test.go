@@ -252,6 +252,53 @@ func TestColdplug(t *testing.T) {
 	assert.Empty(t, again)
 }
 
+// TestLoadPresent loads only the watchdog's driver of a q35 machine's
+// devices, with the core's parameters, before the rest; the coldplug
+// after it does not insert it again. A driver that fails is named.
+func TestLoadPresent(t *testing.T) {
+	ix, _ := realIndex(t)
+	sys := fakeSysfs(t.TempDir())
+	sys.device(t, "pci0000:00/0000:00:02.0", "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00") // virtio-blk
+	sys.device(t, "pci0000:00/0000:00:04.0", "pci:v00008086d000025ABsv00001AF4sd00001100bc08sc80i00") // i6300esb
+	sys.device(t, "LNXSYSTM:00/LNXPWRBN:00", "acpi:LNXPWRBN:")
+	watchdogs := func(name, path string) bool { return strings.Contains(path, "/drivers/watchdog/") }
+
+	var params []string
+	rec := &recorder{}
+	l := &Loader{Index: ix, Params: map[string]string{"watchdog": "stop_on_reboot=0"},
+		Insert: func(path, p string) error {
+			params = append(params, NameOf(path)+"("+p+")")
+			return rec.insert(path, p)
+		}}
+	loaded, err := l.LoadPresent(string(sys), watchdogs)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"watchdog", "i6300esb"}, loaded)
+	assert.Equal(t, []string{"watchdog(stop_on_reboot=0)", "i6300esb()"}, params)
+
+	rest, err := l.Coldplug(string(sys))
+	require.NoError(t, err)
+	assert.NotContains(t, rest, "i6300esb")
+	assert.NotContains(t, rest, "watchdog")
+	assert.Contains(t, rest, "virtio_pci")
+	assert.Equal(t, []string{"watchdog", "i6300esb"}, rec.inserted[:2], "the watchdog's driver went in first")
+
+	// A machine without a watchdog loads nothing, and says nothing.
+	none := fakeSysfs(t.TempDir())
+	none.device(t, "pci0000:00/0000:00:02.0", "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00")
+	l = &Loader{Index: ix, Insert: (&recorder{}).insert}
+	loaded, err = l.LoadPresent(string(none), watchdogs)
+	require.NoError(t, err)
+	assert.Empty(t, loaded)
+
+	// A driver that fails to load is named.
+	bad := &recorder{fail: map[string]error{"i6300esb": syscall.ENODEV}}
+	l = &Loader{Index: ix, Insert: bad.insert}
+	_, err = l.LoadPresent(string(sys), watchdogs)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "load module i6300esb: ")
+	assert.Equal(t, []string{"watchdog"}, bad.inserted)
+}
+
 // writeIndex writes a small modules directory.
 func writeIndex(t *testing.T, files map[string]string) string {
 	t.Helper()

@@ -132,7 +132,9 @@ func (c *Cluster) watchNodes(ctx context.Context, wg *sync.WaitGroup, w want, tc
 		}
 		vms[name] = vm
 		var from int64
-		if fresh := slices.Contains(w.fresh, name); fresh {
+		if slices.Contains(w.fresh, name) {
+			// Started by this call: from power-on, and its boot up to
+			// the init is watched too.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -337,7 +339,6 @@ func describeClusters(clusters map[uint64][]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// shortErr is the first line of err, without gRPC's wrapping.
 // consoleEnd quotes the last n non-blank lines of a console log, each
 // cut to 160 bytes, on one line: enough to tell, from the error alone, a
 // guest stuck in the firmware or the kernel from one whose init waits.
@@ -360,6 +361,7 @@ func consoleEnd(log string, n int) string {
 	return strings.Join(end, " ")
 }
 
+// shortErr is the first line of err, without gRPC's wrapping.
 func shortErr(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
