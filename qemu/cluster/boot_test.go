@@ -23,18 +23,8 @@ import (
 // with the accelerator and what to try, and down does not wait out the
 // ACPI grace for it.
 func TestSilentGuestFailsFast(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts QEMU; runs without -short")
-	}
-	old := GuestSilence
-	GuestSilence = map[string]time.Duration{qemu.AccelKVM: 3 * time.Second, qemu.AccelTCG: 3 * time.Second}
-	t.Cleanup(func() { GuestSilence = old })
-
-	code, vars := testenv.OVMF(t)
-	img := filepath.Join(t.TempDir(), "blank.raw")
-	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o644))
-	cfg := Config{Dir: t.TempDir(), Image: img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 256,
-		Accel: qemu.AccelTCG, QEMUArgs: []string{"-S"}, Log: t.Logf}
+	cfg := blankNode(t, &GuestSilence, 3*time.Second)
+	cfg.QEMUArgs, cfg.Log = []string{"-S"}, t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -59,19 +49,9 @@ func TestSilentGuestFailsFast(t *testing.T) {
 // the firmware starts again, and the second miss fails the wait, naming
 // the node and how its console ends.
 func TestStuckBootIsResetOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts QEMU; runs without -short")
-	}
-	old := BootLimit
-	BootLimit = map[string]time.Duration{qemu.AccelKVM: 15 * time.Second, qemu.AccelTCG: 15 * time.Second}
-	t.Cleanup(func() { BootLimit = old })
-
-	code, vars := testenv.OVMF(t)
-	img := filepath.Join(t.TempDir(), "blank.raw")
-	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o644))
+	cfg := blankNode(t, &BootLimit, 15*time.Second)
 	var logs safeLog
-	cfg := Config{Dir: t.TempDir(), Image: img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 256,
-		Accel: qemu.AccelTCG, Log: logs.add(t)}
+	cfg.Log = logs.add(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -87,6 +67,24 @@ func TestStuckBootIsResetOnce(t *testing.T) {
 	vm, verr := c.VM("n1")
 	require.NoError(t, verr)
 	assert.GreaterOrEqual(t, strings.Count(vm.Console(), "BdsDxe: "), 2, "console:\n%s", vm.ConsoleTail(30))
+}
+
+// blankNode is the configuration of a one-node cluster under TCG whose
+// disk is blank, so that its firmware finds nothing to boot; it sets
+// every accelerator's bound in limits to d for the test. It skips under
+// -short.
+func blankNode(t *testing.T, limits *map[string]time.Duration, d time.Duration) Config {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts QEMU; runs without -short")
+	}
+	old := *limits
+	*limits = map[string]time.Duration{qemu.AccelKVM: d, qemu.AccelTCG: d}
+	t.Cleanup(func() { *limits = old })
+	code, vars := testenv.OVMF(t)
+	img := filepath.Join(t.TempDir(), "blank.raw")
+	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o644))
+	return Config{Dir: t.TempDir(), Image: img, OVMFCode: code, OVMFVars: vars, MemoryMiB: 256, Accel: qemu.AccelTCG}
 }
 
 // safeLog keeps what a cluster logs, from any goroutine, and passes it on
