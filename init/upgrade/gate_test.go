@@ -133,3 +133,32 @@ func TestProbationDoomed(t *testing.T) {
 		assert.Empty(t, failed)
 	})
 }
+
+// TestProbationSettlesFromTheAnswer: a look that takes its time (the
+// first one waits for etcd to serve) proves health from its answer on,
+// so the settle time is counted from there, not from when it began.
+func TestProbationSettlesFromTheAnswer(t *testing.T) {
+	const settle, slowLook = 150 * time.Millisecond, 300 * time.Millisecond
+	var firstAnswer, blessedAt time.Time
+	done := make(chan struct{})
+	p := Probation{
+		Slot: "b", Settle: settle, Limit: time.Hour, Every: time.Millisecond,
+		Problem: func(context.Context) string {
+			if firstAnswer.IsZero() {
+				time.Sleep(slowLook) // stands for a TLS handshake that waits for etcd
+				firstAnswer = time.Now()
+			}
+			return ""
+		},
+		Bless: func() error { blessedAt = time.Now(); close(done); return nil },
+		Fail:  func(why string) { t.Errorf("failed: %s", why); close(done) },
+		Logf:  t.Logf,
+	}
+	go p.Watch(t.Context())
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no verdict")
+	}
+	assert.GreaterOrEqual(t, blessedAt.Sub(firstAnswer), settle, "healthy for the settle time after the first healthy answer")
+}
