@@ -87,6 +87,9 @@ type machine struct {
 	dog         watchdog     // nil without a hardware watchdog (armWatchdog)
 	kmod        *kmod.Loader // the boot's module loader (moduleLoader)
 	esp         slot.Dir     // the mounted ESP, "" without one (mountESP)
+	// jumps is the kexec load the kernel holds (jumpload.go); nil
+	// without an ESP (mountESP).
+	jumps *jumpLoad
 	// disksBy is when the boot disk must have shown its partitions: set
 	// when mountESP starts to wait for them (dataWait).
 	disksBy time.Time
@@ -238,6 +241,7 @@ func (n *node) request(req shutdownRequest) {
 func (n *node) shutdown(req shutdownRequest) {
 	n.once.Do(func() {
 		start := time.Now()
+		laps := newLaps(start)
 		n.mu.Lock()
 		n.stopping = true
 		etcd, flushEtcdLog := n.etcd, n.flushEtcdLog
@@ -248,6 +252,7 @@ func (n *node) shutdown(req shutdownRequest) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = n.api.Shutdown(ctx)
 			cancel()
+			laps.lap("API")
 		}
 		// The parts first: their streams on etcd would hold its stop
 		// for its request timeout (parts.go).
@@ -256,6 +261,7 @@ func (n *node) shutdown(req shutdownRequest) {
 			n.log.Printf("shutdown: %s still running after %s; stopping etcd anyway", strings.Join(still, ", "), partsStopWithin)
 		}
 		partsTook := time.Since(began)
+		laps.lap("parts")
 		if etcd != nil {
 			// The durations say where a reboot's time goes (make bench).
 			began := time.Now()
@@ -264,6 +270,7 @@ func (n *node) shutdown(req shutdownRequest) {
 			} else {
 				n.log.Printf("etcd stopped in %s (the node's own parts in %s before it)", time.Since(began).Round(time.Millisecond), partsTook.Round(time.Millisecond))
 			}
+			laps.lap("etcd")
 		}
 		// What the limiters held back since their windows began would be
 		// said at the windows' ends, after the power is off.
@@ -271,14 +278,17 @@ func (n *node) shutdown(req shutdownRequest) {
 			flushEtcdLog()
 		}
 		n.limited.Flush()
+		laps.lap("log")
 		syscall.Sync()
+		laps.lap("sync")
 		if n.container {
-			n.log.Printf("shutdown complete in %s", time.Since(start).Round(time.Millisecond))
+			n.log.Printf("shutdown complete in %s (%s)", time.Since(start).Round(time.Millisecond), laps)
 			os.Exit(0)
 		}
 		j := jumpPlan{}
 		if req.reboot {
 			j = n.planJump(req.noKexec)
+			laps.lap("jump plan")
 		}
 		if n.dog != nil && !j.ready {
 			if err := n.dog.Close(); err != nil {
@@ -286,8 +296,10 @@ func (n *node) shutdown(req shutdownRequest) {
 			}
 		}
 		n.unmountAll()
+		laps.lap("unmount")
 		n.downLinks(haltWord(req.reboot, j.ready))
-		n.log.Printf("shutdown complete in %s", time.Since(start).Round(time.Millisecond))
+		laps.lap("links")
+		n.log.Printf("shutdown complete in %s (%s)", time.Since(start).Round(time.Millisecond), laps)
 		if j.ready {
 			n.jump(j)
 		}
