@@ -105,8 +105,11 @@ func TestRollingUpgrade(t *testing.T) {
 		assertAllOn(t, c, "b", "e2e-v2", cur)
 		assert.Equal(t, porcupine.Ok, res.Check(3*time.Minute), "the writer's history is linearizable: no acknowledged write lost")
 		// Each node jumped into its armed slot with kexec, once, the try
-		// counted first; the firmware did not run.
-		assertConsoles(t, c, marks, `reboot: kexec into slot b, its try counted as systemd-boot counts it \(etcdbox-b\+1\.conf -> etcdbox-b\+0-1\.conf\)`, 1)
+		// counted first; the firmware did not run. The kernel it jumped
+		// into was loaded when the slot was staged ahead, not in the
+		// shutdown.
+		assertConsoles(t, c, marks, `reboot: kexec into slot b, its try counted as systemd-boot counts it \(etcdbox-b\+1\.conf -> etcdbox-b\+0-1\.conf\); its kernel and initrd loaded ahead, at staging`, 1)
+		assertConsoles(t, c, marks, `upgrade: slot b's kernel and initrd loaded ahead for its kexec in `, 1)
 		// Its NIC went down first, so that no receive poll spins on the
 		// device the kernel's shutdown stops.
 		assertConsoles(t, c, marks, `etcdbox: network: eth0 down before the kexec`, 1)

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"path/filepath"
+	"fmt"
+	"time"
 
 	"github.com/etcdbox/etcdbox/init/power"
 	"github.com/etcdbox/etcdbox/init/slot"
@@ -50,9 +51,21 @@ func (n *node) planJump(noKexec bool) jumpPlan {
 	if why != "" {
 		return firmware("%s", why)
 	}
-	root := string(n.esp)
-	if err := power.LoadKexec(filepath.Join(root, j.Kernel), filepath.Join(root, j.Initrd), j.Cmdline); err != nil {
+	// What the staging loaded ahead is used only for the same slot,
+	// command line and recorded boot files (jumpload.go); an unreadable
+	// record loads again.
+	rec, err := slot.ReadImage(n.esp, j.Slot)
+	if err != nil {
+		n.log.Printf("reboot: slot %s's record: %v; loading its kernel now", j.Slot, err)
+		rec = slot.Image{}
+	}
+	loaded, took, err := n.jumps.ensure(keyOf(j.Slot, j.Cmdline, rec))
+	if err != nil {
 		return firmware("%v", err)
+	}
+	how := "its kernel and initrd loaded ahead, at staging"
+	if loaded {
+		how = fmt.Sprintf("its kernel and initrd loaded in %s", took.Round(time.Millisecond))
 	}
 	file, err := slot.CountTry(n.esp, j.Slot)
 	if err != nil {
@@ -60,7 +73,7 @@ func (n *node) planJump(noKexec bool) jumpPlan {
 		// run it.
 		return firmware("%v", err)
 	}
-	n.log.Printf("reboot: kexec into slot %s, its try counted as systemd-boot counts it (%s -> %s)", j.Slot, j.Entry.File, file)
+	n.log.Printf("reboot: kexec into slot %s, its try counted as systemd-boot counts it (%s -> %s); %s", j.Slot, j.Entry.File, file, how)
 	return jumpPlan{ready: true, slot: j.Slot}
 }
 

@@ -36,6 +36,7 @@ func (n *node) mountESP(ctx context.Context) error {
 	}
 	n.mounts = append(n.mounts, espMount)
 	n.esp = slot.Dir(espMount)
+	n.jumps = newJumpLoad(n.esp, n.log.Printf)
 	st, err := slot.Read(n.esp)
 	if err != nil {
 		return err

@@ -30,6 +30,14 @@ type Agent struct {
 	Seed seed.Upgrade
 	// Logf logs to the console.
 	Logf func(format string, args ...any)
+	// Writing, when set, is called before a staging changes the files
+	// of slot target; Staged once a staging has left target complete,
+	// written or found intact (reuse), with its entry and the record of
+	// its boot files, before the staging reports the slot held or
+	// staged. The init loads the slot's kernel for its kexec there,
+	// ahead of the reboot (init/jumpload.go).
+	Writing func(target string)
+	Staged  func(target string, e slot.Entry, rec slot.Image)
 
 	mu       sync.Mutex
 	progress nodeapi.UpgradeProgress

@@ -3,10 +3,13 @@ package upgrade
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,4 +227,46 @@ func TestStagingPanicFails(t *testing.T) {
 
 	require.NoError(t, a.Stage(t.Context(), ref, false))
 	assert.Equal(t, nodeapi.PhaseStaged, waitPhase(t, a).Phase, "the agent stages again")
+}
+
+// TestStagingHooks: the agent says before it writes a slot's files
+// (Writing) and once the slot is complete (Staged), with the entry's
+// command line and the record of the files, so the init can load the
+// kernel for the kexec ahead; a reused slot is Staged without Writing.
+func TestStagingHooks(t *testing.T) {
+	reg := newAgentRegistry(t)
+	a := agentNode(t, reg)
+	ref := reg.push(t, "new kernel", "new initrd")
+	var mu sync.Mutex
+	var calls []string
+	a.Writing = func(target string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, "writing "+target)
+	}
+	a.Staged = func(target string, e slot.Entry, rec slot.Image) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, fmt.Sprintf("staged %s %q %s %t", target, e.Options, rec.Kernel[:8], rec.Digest == refDigest(ref)))
+	}
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+	kernelSum := sha256.Sum256([]byte("new kernel"))
+	staged := fmt.Sprintf("staged b %q %x true", "console=ttyS0 panic=10 etcdbox.slot=b", kernelSum[:4])
+
+	require.NoError(t, a.Stage(t.Context(), ref, true))
+	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
+	assert.Equal(t, []string{"writing b", staged}, got())
+
+	require.NoError(t, a.Stage(t.Context(), ref, true))
+	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
+	assert.Equal(t, []string{"writing b", staged, staged}, got(), "reused: nothing written")
+
+	require.NoError(t, a.ESP.WriteFile("etcdbox/b/initrd", strings.NewReader("rotten")))
+	require.NoError(t, a.Stage(t.Context(), ref, true))
+	require.Equal(t, nodeapi.PhaseHeld, waitPhase(t, a).Phase)
+	assert.Equal(t, []string{"writing b", staged, staged, "writing b", staged}, got(), "pulled again: written again")
 }

@@ -60,6 +60,9 @@ func (a *Agent) write(target string, boot *Boot, hold bool) error {
 	if cur.Entry == nil {
 		return fmt.Errorf("the booted slot %q has no entry to take the kernel command line from", a.Booted)
 	}
+	if a.Writing != nil {
+		a.Writing(target)
+	}
 	if err := slot.ClearRecords(a.ESP, target); err != nil {
 		return err
 	}
@@ -90,6 +93,9 @@ func (a *Agent) write(target string, boot *Boot, hold bool) error {
 		return err
 	}
 	a.Logf("upgrade: %s staged in slot %s as %s (generation %d, options %q)", boot.Digest, target, e.File, e.Generation, e.Options)
+	if a.Staged != nil {
+		a.Staged(target, e, rec)
+	}
 	return nil
 }
 
@@ -132,6 +138,9 @@ func (a *Agent) reuse(target, digest string, hold bool) (bool, error) {
 		return false, err
 	}
 	a.Logf("upgrade: slot %s holds %s already (%s); nothing pulled", target, digest, e.File)
+	if a.Staged != nil {
+		a.Staged(target, *e, rec)
+	}
 	return true, nil
 }
 
