@@ -57,7 +57,10 @@ type Roll struct {
 	// NodeTimeout bounds one node's step, snapshot to blessed; default
 	// 10 minutes. ReadyWait is how long the roll waits for the
 	// preconditions before a step; default 2 minutes. Poll is the
-	// polling interval; default 2 seconds.
+	// polling interval; default 1 second, as in make bench: a node's
+	// reboot and bless, and the cluster's readiness after it, are seen
+	// half a second sooner on average than at 2 s, three times a node,
+	// for one status request a second to the node that reboots.
 	NodeTimeout, ReadyWait, Poll time.Duration
 	// Log receives the progress lines; nil discards them.
 	Log func(format string, args ...any)
@@ -86,7 +89,7 @@ func (r *Roll) defaults() {
 		r.ReadyWait = 2 * time.Minute
 	}
 	if r.Poll <= 0 {
-		r.Poll = 2 * time.Second
+		r.Poll = time.Second
 	}
 }
 
