@@ -54,6 +54,9 @@ func (n *node) planJump(noKexec bool) jumpPlan {
 	// What the staging loaded ahead is used only for the same slot,
 	// command line and recorded boot files (jumpload.go); an unreadable
 	// record loads again.
+	if n.jumps == nil { // an ESP set without mountESP
+		n.jumps = newJumpLoad(n.esp, n.log.Printf)
+	}
 	rec, err := slot.ReadImage(n.esp, j.Slot)
 	if err != nil {
 		n.log.Printf("reboot: slot %s's record: %v; loading its kernel now", j.Slot, err)

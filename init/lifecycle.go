@@ -130,7 +130,13 @@ func (n *node) gather(ctx context.Context, removed bool) (member.Round, error) {
 				early <- as
 			}()
 		}
-		obs, err := member.Observe(octx, r.Peers)
+		// A node restarting with its data needs no member's health
+		// (member.ObserveMembers).
+		observe := member.Observe
+		if r.Facts.HasData && !removed {
+			observe = member.ObserveMembers
+		}
+		obs, err := observe(octx, r.Peers)
 		switch {
 		case err != nil && fresh.Load():
 			n.log.Printf("membership: no peer has served etcd yet: every peer answered the formation handshake that it never was a member; not waiting for a member list")

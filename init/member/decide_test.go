@@ -306,6 +306,18 @@ func check(t *testing.T, f Facts, p Plan, desc string) {
 	if f.HasData && !f.RemovedFromCluster && p.Action != Restart {
 		t.Errorf("%s: a node with data must restart with it", desc)
 	}
+	// Such a node observes without health probes (ObserveMembers): its
+	// plan must not depend on the members' health.
+	if f.HasData && !f.RemovedFromCluster {
+		g := f
+		g.Members = slices.Clone(f.Members)
+		for i := range g.Members {
+			g.Members[i].Healthy = !g.Members[i].Healthy
+		}
+		if q := Decide(g); q.Action != p.Action || q.Reason != p.Reason || q.Promote != p.Promote || q.State != p.State {
+			t.Errorf("%s: with every member's health the other way the plan is %s (%s): a restart with data must not depend on health", desc, q.Action, q.Reason)
+		}
+	}
 	if f.HasData && p.Action != Restart && p.Action != RejoinAfterRemoval && p.Action != Wait {
 		t.Errorf("%s: a node with data may only restart, rejoin after removal, or wait", desc)
 	}

@@ -84,6 +84,21 @@ const healthTimeout = 2 * time.Second
 //
 // cli should point at the other nodes' client URLs, not at this node's.
 func Observe(ctx context.Context, cli *clientv3.Client) (Observation, error) {
+	return observe(ctx, cli, true)
+}
+
+// ObserveMembers is Observe without the health probes: every Member's
+// Healthy is false. It is for a node whose data holds a member that etcd
+// has not reported removed: Decide restarts such a node with its data
+// whatever the members' health (it reads the list's cluster ID and this
+// node's learner entry), and each probe of a peer costs a mutual-TLS
+// connection of its own, which every restart of a node paid before it
+// started etcd.
+func ObserveMembers(ctx context.Context, cli *clientv3.Client) (Observation, error) {
+	return observe(ctx, cli, false)
+}
+
+func observe(ctx context.Context, cli *clientv3.Client, health bool) (Observation, error) {
 	resp, err := cli.MemberList(ctx, clientv3.WithSerializable())
 	if err != nil {
 		return Observation{}, fmt.Errorf("member list from %s: %w", strings.Join(cli.Endpoints(), ","), err)
@@ -92,7 +107,9 @@ func Observe(ctx context.Context, cli *clientv3.Client) (Observation, error) {
 	for _, m := range resp.Members {
 		o.Members = append(o.Members, fromPB(m))
 	}
-	probeHealth(ctx, cli, o.Members, func(Member) bool { return true })
+	if health {
+		probeHealth(ctx, cli, o.Members, func(Member) bool { return true })
+	}
 	if g, err := cli.Get(ctx, ClusterKey, clientv3.WithSerializable()); err == nil && len(g.Kvs) > 0 {
 		o.Cluster = string(g.Kvs[0].Value)
 	}

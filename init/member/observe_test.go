@@ -57,3 +57,26 @@ func TestAnswersRefusedPort(t *testing.T) {
 		assert.False(t, refused(ctx, u), "%q: no port to try, so not refused", u)
 	}
 }
+
+// TestObserveMembersSkipsHealth: ObserveMembers gives the same list and
+// cluster ID as Observe, without a member's health; Observe probes it.
+func TestObserveMembersSkipsHealth(t *testing.T) {
+	c := newTestCluster(t)
+	n1 := c.node("n1")
+	n1.start(initialCluster(n1), "new")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n1.waitReady(ctx)
+	cli := n1.client(n1)
+
+	full, err := Observe(ctx, cli)
+	require.NoError(t, err)
+	bare, err := ObserveMembers(ctx, cli)
+	require.NoError(t, err)
+	require.Len(t, full.Members, 1)
+	assert.True(t, full.Members[0].Healthy, "Observe probes the started member")
+	assert.False(t, bare.Members[0].Healthy, "ObserveMembers probes nothing")
+	assert.Equal(t, full.ClusterID, bare.ClusterID)
+	assert.Equal(t, full.Members[0].Name, bare.Members[0].Name)
+	assert.Equal(t, full.Members[0].ClientURLs, bare.Members[0].ClientURLs)
+}
