@@ -104,6 +104,25 @@ func logSince(n *node, seq uint64) string {
 	return strings.Join(lines, "\n")
 }
 
+// armAndPlan arms slot b and plans the reboot's jump into it, as the
+// shutdown would.
+func armAndPlan(t *testing.T, n *node) {
+	t.Helper()
+	_, err := slot.Arm(n.esp, "b")
+	require.NoError(t, err)
+	require.True(t, n.planJump(false).ready, "the reboot jumps into slot b")
+}
+
+// waitBusy waits for a load to be under way.
+func waitBusy(t *testing.T, n *node) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n.jumps.mu.Lock()
+		defer n.jumps.mu.Unlock()
+		return n.jumps.busy != nil
+	}, 10*time.Second, time.Millisecond)
+}
+
 // waitLoads waits for the fake kexec to have loaded want times.
 func waitLoads(t *testing.T, k *fakeKexec, want int) {
 	t.Helper()
@@ -120,12 +139,9 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		opts, rec := stageB(t, n, "new kernel", "new initrd")
 		n.jumps.preload("b", opts, rec)
 		waitLoads(t, k, 1)
-		_, err := slot.Arm(n.esp, "b")
-		require.NoError(t, err)
 
 		from := n.ring.Seq()
-		j := n.planJump(false)
-		require.True(t, j.ready)
+		armAndPlan(t, n)
 		assert.Equal(t, 1, k.count(), "the jump loads nothing more")
 		assert.Equal(t, "new kernel|new initrd|console=ttyS0 panic=10 etcdbox.slot=b", k.last())
 		assert.Contains(t, logSince(n, from), "its kernel and initrd loaded ahead, at staging")
@@ -138,11 +154,9 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		// A second staging, whose own load has not run (it failed, or
 		// the reboot came first).
 		stageB(t, n, "other kernel", "other initrd")
-		_, err := slot.Arm(n.esp, "b")
-		require.NoError(t, err)
 
 		from := n.ring.Seq()
-		require.True(t, n.planJump(false).ready)
+		armAndPlan(t, n)
 		assert.Equal(t, 2, k.count())
 		assert.Equal(t, "other kernel|other initrd|console=ttyS0 panic=10 etcdbox.slot=b", k.last(), "the jump boots what the ESP holds")
 		assert.Regexp(t, `its kernel and initrd loaded in \d`, logSince(n, from))
@@ -155,13 +169,11 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		// The load reads the files only once let go; a new staging's
 		// write begins meanwhile, with the same record, as a rotten
 		// file pulled again would have.
-		require.Eventually(t, func() bool { n.jumps.mu.Lock(); defer n.jumps.mu.Unlock(); return n.jumps.busy != nil }, 10*time.Second, time.Millisecond)
+		waitBusy(t, n)
 		n.jumps.writing("b")
 		close(k.hold)
 		waitLoads(t, k, 1)
-		_, err := slot.Arm(n.esp, "b")
-		require.NoError(t, err)
-		require.True(t, n.planJump(false).ready)
+		armAndPlan(t, n)
 		assert.Equal(t, 2, k.count(), "a load that a slot write overtook is not trusted")
 	})
 	t.Run("the jump waits for the load under way", func(t *testing.T) {
@@ -171,7 +183,7 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		require.NoError(t, err)
 		k.hold = make(chan struct{})
 		go n.jumps.preload("b", opts, rec)
-		require.Eventually(t, func() bool { n.jumps.mu.Lock(); defer n.jumps.mu.Unlock(); return n.jumps.busy != nil }, 10*time.Second, time.Millisecond)
+		waitBusy(t, n)
 		planned := make(chan jumpPlan)
 		go func() { planned <- n.planJump(false) }()
 		select {
@@ -188,13 +200,10 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		opts, rec := stageB(t, n, "new kernel", "new initrd")
 		k.fail = os.ErrPermission
 		from := n.ring.Seq()
-		n.jumps.preload("b", opts, rec)
-		require.Eventually(t, func() bool { return strings.Contains(logSince(n, from), "not loaded ahead") }, 10*time.Second, 5*time.Millisecond)
+		n.jumps.preload("b", opts, rec) // the staging's last step: it returns once the load has failed
 		assert.Contains(t, logSince(n, from), "upgrade: slot b's kernel not loaded ahead for its kexec (permission denied); the reboot loads it")
 		k.fail = nil
-		_, err := slot.Arm(n.esp, "b")
-		require.NoError(t, err)
-		require.True(t, n.planJump(false).ready)
+		armAndPlan(t, n)
 		assert.Equal(t, 1, k.count(), "the reboot loaded it")
 	})
 	t.Run("no record", func(t *testing.T) {
@@ -203,9 +212,7 @@ func TestJumpUsesTheKernelLoadedAhead(t *testing.T) {
 		require.NoError(t, slot.ClearRecords(n.esp, "b"))
 		n.jumps.preload("b", opts, slot.Image{})
 		waitLoads(t, k, 1)
-		_, err := slot.Arm(n.esp, "b")
-		require.NoError(t, err)
-		require.True(t, n.planJump(false).ready)
+		armAndPlan(t, n)
 		assert.Equal(t, 2, k.count(), "without digests nothing counts as loaded")
 	})
 }

@@ -10,7 +10,21 @@ import (
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// oneMember starts a one-member cluster, waits until it serves, and
+// returns a context for the test (a minute), the member and a client of
+// it.
+func oneMember(t *testing.T) (context.Context, *node, *clientv3.Client) {
+	t.Helper()
+	n1 := newTestCluster(t).node("n1")
+	n1.start(initialCluster(n1), "new")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	n1.waitReady(ctx)
+	return ctx, n1, n1.client(n1)
+}
 
 // TestAnswersRefusedPort: a member URL whose port refuses connections
 // does not answer, and costs no Status (which etcd's client would retry
@@ -18,13 +32,7 @@ import (
 // own member's URL). A port that accepts but never speaks is still left
 // to the Status, and a live member answers.
 func TestAnswersRefusedPort(t *testing.T) {
-	c := newTestCluster(t)
-	n1 := c.node("n1")
-	n1.start(initialCluster(n1), "new")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n1.waitReady(ctx)
-	cli := n1.client(n1)
+	ctx, n1, cli := oneMember(t)
 
 	refusing := "https://127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	require.True(t, refused(ctx, refusing), "nothing listens on %s", refusing)
@@ -61,13 +69,7 @@ func TestAnswersRefusedPort(t *testing.T) {
 // TestObserveMembersSkipsHealth: ObserveMembers gives the same list and
 // cluster ID as Observe, without a member's health; Observe probes it.
 func TestObserveMembersSkipsHealth(t *testing.T) {
-	c := newTestCluster(t)
-	n1 := c.node("n1")
-	n1.start(initialCluster(n1), "new")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n1.waitReady(ctx)
-	cli := n1.client(n1)
+	ctx, _, cli := oneMember(t)
 
 	full, err := Observe(ctx, cli)
 	require.NoError(t, err)
