@@ -25,6 +25,12 @@ import (
 // of its time waiting on a healthy node.
 var upgradeSettings = cluster.Upgrade{Tries: 1, Settle: 10 * time.Second, Gate: 90 * time.Second}
 
+// freshAge is how long a node has been a healthy voter again when the
+// fresh moves hand it leadership: the settle time, then about the 2 s
+// that the roll took in session 36 from blessing n1 to moving n3's
+// leadership to it (README, Figures).
+var freshAge = upgradeSettings.Settle + 2*time.Second
+
 // Deadlines under software emulation.
 const (
 	upDeadline     = 10 * time.Minute // cluster up of three nodes
@@ -106,12 +112,16 @@ func (o options) bench(ctx context.Context, stdout, stderr io.Writer) (err error
 	if err != nil {
 		return r.withConsoles(err)
 	}
+	fresh, err := r.freshMoves(ctx, o.fresh, freshAge, stdout)
+	if err != nil {
+		return r.withConsoles(err)
+	}
 	roll, err := r.roll(ctx, im.v2, stdout)
 	if err != nil {
 		return r.withConsoles(err)
 	}
-	printRatios(stdout, reb, mv, roll)
-	if err := recordRoll(reb, mv, roll); err != nil {
+	printRatios(stdout, reb, mv, fresh, roll)
+	if err := recordRoll(reb, mv, fresh, roll); err != nil {
 		return err
 	}
 	if err := drawRoll(o.svg, roll.timeline, stdout); err != nil {

@@ -16,6 +16,9 @@ import (
 type moves struct {
 	n      int
 	writer writerFigures
+	// ackGap is the writer's ackGap: its longest gap less its start, the
+	// measure of the fresh moves, which start a writer for each move.
+	ackGap time.Duration
 }
 
 // moveLeaders moves leadership n times, as `etcdctl move-leader` does
@@ -56,7 +59,8 @@ func (r *rig) moveLeaders(ctx context.Context, n int, stdout io.Writer) (moves, 
 		fmt.Fprintf(stdout, "  %s -> %s: MoveLeader answered in %s\n", from, to.Name, moved.Round(time.Millisecond))
 	}
 	out.writer = r.stopWriter(w)
-	fmt.Fprintf(stdout, "  writer during the moves: %s\n", out.writer)
+	out.ackGap = ackGap(out.writer.history)
+	fmt.Fprintf(stdout, "  writer during the moves: %s; longest gap between puts %s\n", out.writer, out.ackGap.Round(10*time.Millisecond))
 	return out, nil
 }
 

@@ -19,6 +19,7 @@ type options struct {
 	keep      bool          // keep workDir
 	reboots   int           // plain reboots, cycling over the nodes
 	watched   int           // plain reboots with a watch open on the node
+	fresh     int           // leadership moves to a member just back from a reboot
 	bad       []string      // names of the bad images to roll back from, in order
 	memoryMiB int           // per VM
 	poll      time.Duration // node API polling, the same for reboots and the roll
@@ -38,6 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (consoles, images)")
 	fs.IntVar(&o.reboots, "reboots", 3, "plain reboots to time, one node after the other")
 	fs.IntVar(&o.watched, "watched", 3, "plain reboots with a watch open on the node, to time its shutdown (0: none)")
+	fs.IntVar(&o.fresh, "fresh", 3, "leadership moves to a member just back from a plain reboot, under the writer (0: none)")
 	fs.StringVar(&bad, "bad", "panic,nomod", "bad images to roll back from, in order (comma-separated: "+strings.Join(badNames, ", ")+"; empty: none)")
 	fs.IntVar(&o.memoryMiB, "mem", 768, "guest memory in MiB")
 	fs.DurationVar(&o.poll, "poll", time.Second, "node API polling interval")
@@ -61,6 +63,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-reboots %d: want at least one, the other figures are its ratios", o.reboots)
 	case o.watched < 0:
 		return o, fmt.Errorf("-watched %d: want 0 or more", o.watched)
+	case o.fresh < 0:
+		return o, fmt.Errorf("-fresh %d: want 0 or more", o.fresh)
 	case o.poll <= 0 || o.timeout <= 0:
 		return o, fmt.Errorf("-poll and -timeout must be positive")
 	}

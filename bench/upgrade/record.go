@@ -14,7 +14,7 @@ import (
 // bench.json (bench/internal/figures), each with the reference of its
 // printed ratio: a plain reboot of this run, or the plain reboots'
 // longest write gap.
-func recordRoll(reb reboots, mv moves, r roll) error {
+func recordRoll(reb reboots, mv moves, fresh freshMoves, r roll) error {
 	rs, ro := rebootSummary(reb.runs), rollSummary(r.steps)
 	s := func(key, name string, v float64, n int) figures.Figure {
 		return figures.Figure{Key: key, Name: name, Value: v, Unit: "s", N: n}
@@ -41,6 +41,12 @@ func recordRoll(reb reboots, mv moves, r roll) error {
 		w := stats.Durations(reb.watched)
 		figs = append(figs, s("upgrade.reboot-watched-shutdown", "plain reboot with a watch open on the node, request to the init's shutdown complete", w.Median, w.N).
 			Ref("the same without a watch", rs.shutdown.Median))
+	}
+	if len(fresh.gaps) > 0 {
+		figs = append(figs, s("upgrade.fresh-move-gap",
+			fmt.Sprintf("leadership moved to a member %s after it is a healthy voter again: longest gap between puts", fresh.age),
+			fresh.longest().Seconds(), 0).
+			Ref(fmt.Sprintf("the same in %d plain move-leaders", mv.n), mv.ackGap.Seconds()))
 	}
 	if rs.total.N == 0 {
 		figs = figs[3:] // no reboot measured: keep the roll's values alone

@@ -42,7 +42,7 @@ func rollSummary(steps []step) rollStats {
 func one(d time.Duration) stats.Summary { return stats.Durations([]time.Duration{d}) }
 
 // printRatios compares the roll with a plain reboot of this run (medians).
-func printRatios(w io.Writer, reb reboots, mv moves, r roll) {
+func printRatios(w io.Writer, reb reboots, mv moves, fresh freshMoves, r roll) {
 	rs, ro := rebootSummary(reb.runs), rollSummary(r.steps)
 	fmt.Fprintf(w, "ratios to a plain reboot, request -> healthy voter (medians, this run):\n")
 	fmt.Fprintf(w, "  per-node roll step / reboot:                  %s\n", stats.Ratio(ro.total, rs.total))
@@ -51,6 +51,10 @@ func printRatios(w io.Writer, reb reboots, mv moves, r roll) {
 	fmt.Fprintf(w, "  longest write gap in the roll / reboot:       %s\n", stats.Ratio(one(r.writer.gap), rs.total))
 	fmt.Fprintf(w, "  longest write gap, roll / plain reboots:      %s\n", stats.Ratio(one(r.writer.gap), one(reb.writer.gap)))
 	fmt.Fprintf(w, "  longest write gap, roll / move-leader:        %s (goal <= 2x)\n", stats.Ratio(one(r.writer.gap), one(mv.writer.gap)))
+	if len(fresh.gaps) > 0 {
+		fmt.Fprintf(w, "  longest gap between puts, move to a member back from a reboot / plain move: %s\n",
+			stats.Ratio(one(fresh.longest()), one(mv.ackGap)))
+	}
 }
 
 // printBack prints the way back from one bad slot and its ratios to a
