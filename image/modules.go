@@ -27,7 +27,8 @@ var DefaultDrivers = []string{
 	"nvme", "ahci", "sd_mod", "ena", "gve",
 	"hv_vmbus", "hv_storvsc", "hv_netvsc", "vmxnet3", "vmw_pvscsi",
 	"e1000", "e1000e", "ext4", "vfat", "isofs", "sr_mod", "nls_cp437", "nls_iso8859_1", "nls_ascii",
-	"i6300esb", "button", "evdev", "efivarfs", "crc32c_generic",
+	"i6300esb", "iTCO_wdt", "lpc_ich", "i2c_i801", "sp5100_tco",
+	"button", "evdev", "efivarfs", "crc32c_generic",
 	"virtio_rng",
 }
 

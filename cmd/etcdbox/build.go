@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type buildFlags struct {
 	cmdline, size, seed, push, version, toolsRoot           string
 	sign, compression, zstd, cacheDir                       string
 	force                                                   bool
+	drivers                                                 []string
 }
 
 func newBuildCommand() *cobra.Command {
@@ -80,6 +82,7 @@ sets every time stamp; equal inputs give byte-identical images.`,
 	fl.StringVar(&f.init, "init", "", "static etcdbox init binary (default: init next to etcdbox)")
 	fl.StringVar(&f.bootloader, "bootloader", "", "systemd-boot EFI binary (default: cached or host systemd-bootx64.efi)")
 	fl.StringVar(&f.cmdline, "cmdline", "", "extra kernel command-line arguments")
+	fl.StringSliceVar(&f.drivers, "driver", nil, "a kernel module the initrd carries beyond the default set, with its dependencies: repeat it or separate names with commas (e.g. --driver igb,iTCO_wdt,lpc_ich for a server's NIC and watchdog; README \"Drivers\")")
 	fl.StringVar(&f.size, "size", "1G", "disk size (bytes, or with K, M, G suffix; rounded up to whole MiB for vhd, GiB for gce)")
 	fl.StringVar(&f.seed, "seed", "", "seed YAML to bake into the image")
 	fl.StringVar(&f.push, "push", "", "push the OCI image to this reference")
@@ -135,12 +138,41 @@ func (f buildFlags) run(cmd *cobra.Command) error {
 		}
 		fmt.Fprintf(out, "signed %s (signature at %s)\n", d, imagesig.Tag(d))
 	}
-	fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules, %s%s\n",
-		res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules), res.Initrd.Compressor, cachedNote(res.Initrd.Cached))
+	fmt.Fprintf(out, "initrd %d bytes (%d uncompressed), %d modules%s, %s%s\n",
+		res.Initrd.Size, res.Initrd.Uncompressed, len(res.Initrd.Modules), driversNote(f.drivers), res.Initrd.Compressor, cachedNote(res.Initrd.Cached))
 	for _, w := range res.Initrd.Warnings {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 	}
 	return nil
+}
+
+// moduleNameRE is what a kernel module's name may hold.
+var moduleNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// extraDrivers returns the image's driver set with the --driver names
+// added, or nil (the default set) when there are none. A name that is not
+// a module name is refused here; one the kernel's modules do not have is
+// refused by the build, which knows the modules directory.
+func extraDrivers(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(image.DefaultDrivers)
+	for _, n := range names {
+		if !moduleNameRE.MatchString(n) {
+			return nil, fmt.Errorf("--driver %q: not a kernel module's name (letters, digits, _ and -, as modprobe takes it, without .ko)", n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// driversNote names the drivers --driver added, if any.
+func driversNote(drivers []string) string {
+	if len(drivers) == 0 {
+		return ""
+	}
+	return " (the default set and " + strings.Join(drivers, ", ") + ")"
 }
 
 // cachedNote says how many of the initrd's members came from the cache.
@@ -197,6 +229,10 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 	if err != nil {
 		return image.Config{}, fmt.Errorf("--size %s: %w", f.size, err)
 	}
+	drivers, err := extraDrivers(f.drivers)
+	if err != nil {
+		return image.Config{}, usageError{err}
+	}
 	epoch, err := image.EpochFromEnv()
 	if err != nil {
 		return image.Config{}, err
@@ -230,7 +266,7 @@ func (f buildFlags) config(warn io.Writer) (image.Config, error) {
 		ToolsRoot: f.toolsRoot, Cmdline: f.cmdline, Seed: f.seed, Size: size,
 		Format: image.Format(f.format), Output: f.output, Push: f.push,
 		SourceDateEpoch: epoch, Version: f.version, Compression: image.Compression(f.compression),
-		Zstd: f.zstd, CacheDir: cacheDir(f.cacheDir),
+		Zstd: f.zstd, CacheDir: cacheDir(f.cacheDir), Drivers: drivers,
 	}
 	if cfg.Output == "" && cfg.Push == "" {
 		return cfg, errors.New("-o/--output: no output given")

@@ -103,6 +103,10 @@ func TestBuildCommandErrors(t *testing.T) {
 		{name: "a bad command-line seed", args: func(out string) []string {
 			return buildArgs(t, "-o", out, "--cmdline", "etcdbox.seed=not*base64")
 		}, want: []string{"--cmdline: etcdbox.seed: invalid base64"}},
+		{name: "a driver that is not a module name", args: func(out string) []string { return buildArgs(t, "-o", out, "--driver", "igb,../evil") },
+			want: []string{`--driver "../evil"`, "not a kernel module's name"}},
+		{name: "a driver the kernel does not have", args: func(out string) []string { return buildArgs(t, "-o", out, "--driver", "no_such_driver") },
+			want: []string{"modules not found", "no_such_driver"}},
 		{name: "bad SOURCE_DATE_EPOCH", args: func(out string) []string { return buildArgs(t, "-o", out) }, env: "yesterday",
 			want: []string{"SOURCE_DATE_EPOCH", "yesterday"}},
 	} {
@@ -162,9 +166,11 @@ func TestBuildCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "etcdbox.img")
 	var stdout, stderr bytes.Buffer
 	seed := caKeySeed(t)
-	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--compression", "fast", "--cmdline", "etcdbox.debug=1 "+cmdlineSeed(t, seed), "--seed", seed), &stdout, &stderr)
+	err := run(context.Background(), buildArgs(t, "-o", out, "--size", "600M", "--compression", "fast", "--cmdline", "etcdbox.debug=1 "+cmdlineSeed(t, seed), "--seed", seed,
+		"--driver", "igb", "--driver", "it87_wdt"), &stdout, &stderr)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	assert.Contains(t, stdout.String(), "wrote "+out+" (raw)")
+	assert.Regexp(t, `[0-9]+ modules \(the default set and igb, it87_wdt\)`, stdout.String())
 	// A raw disk for one machine may carry the CA key, with a warning;
 	// on the command line, with another: the console shows it.
 	assert.Contains(t, stderr.String(), "warning: --seed "+seed+" holds pki.nodeCAKey")
