@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdbox/etcdbox/init/backup"
+	"github.com/etcdbox/etcdbox/init/power"
 	"github.com/etcdbox/etcdbox/init/recovery"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/upgrade"
@@ -70,6 +71,12 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 		EtcdVersion: rel["etcd"],
 		Slot:        n.bootedSlot(),
 		Uptime:      time.Since(n.start),
+	}
+	if !n.container {
+		st.Watchdog = nodeapi.WatchdogNone
+		if w, ok := n.dog.(*power.Watchdog); ok {
+			st.Watchdog = w.Describe()
+		}
 	}
 	if n.seed != nil {
 		st.Cluster, st.SeedSource = n.seed.Cluster, n.seedSource

@@ -150,6 +150,9 @@ func (n *node) boot(ctx context.Context) error {
 			step{"load watchdog driver", true, n.loadWatchdogDriver, 30 * time.Second},
 			step{"arm watchdog", true, n.armWatchdog, 0},
 			step{"load kernel modules", true, n.loadModules, 2 * time.Minute},
+			// A watchdog whose device another driver adds (iTCO_wdt's, on
+			// Intel chipsets) comes only with the other drivers.
+			step{"arm a watchdog the drivers added", true, n.armLateWatchdog, 0},
 			step{"listen for the power button", true, n.watchPowerButton, 0},
 			// Without RDRAND or an RNG device the pool can take minutes.
 			step{"wait for entropy", true, n.waitEntropy, 10 * time.Minute},

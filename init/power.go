@@ -26,6 +26,19 @@ func (n *node) armWatchdog(context.Context) error {
 	return nil
 }
 
+// armLateWatchdog arms the hardware watchdog after the other drivers,
+// when "arm watchdog" found none: on Intel chipsets the TCO watchdog's
+// device is added by another driver's probe (lpc_ich's, or i2c_i801's),
+// so iTCO_wdt loads only in the coldplug, after the early step looked.
+// Without it, a hang in a slot on probation would never end in the old
+// slot on such a machine. A watchdog armed early is left as it is.
+func (n *node) armLateWatchdog(ctx context.Context) error {
+	if n.dog != nil {
+		return nil
+	}
+	return n.armWatchdog(ctx)
+}
+
 // heart registers a liveness source with the hardware watchdog
 // (power.Watchdog.Source): a loop that must Beat at least every
 // maxSilence, and Stop when it ends. Without a watchdog (none on the

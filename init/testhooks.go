@@ -106,6 +106,17 @@ func faultBeforeStep(n *node, step string) {
 func serveTestHooks(_ context.Context, n *node) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /hook/kill-etcd", func(w http.ResponseWriter, r *http.Request) { killEtcd(n, w) })
+	// A loop of the init that hangs: a liveness source that never beats,
+	// so the watchdog stops being fed and resets the machine.
+	mux.HandleFunc("POST /hook/hang", func(w http.ResponseWriter, r *http.Request) {
+		if n.dog == nil {
+			http.Error(w, "no hardware watchdog armed", http.StatusConflict)
+			return
+		}
+		n.heart("test hook hang", time.Second)
+		n.log.Printf("test hook: a loop hangs: the watchdog stops being fed")
+		w.WriteHeader(http.StatusNoContent)
+	})
 	// resolve looks a name up with the node's own resolver
 	// (/etc/resolv.conf), so tests can see what a guest's lookup of an
 	// outside name does on a closed network.

@@ -111,7 +111,16 @@ type Status struct {
 	// Storage is what DATA holds and has free, and etcd's database
 	// against its quota; zero from a node that does not tell.
 	Storage Storage `json:"storage,omitzero"`
+	// Watchdog is the hardware watchdog the init feeds, and its timeout:
+	// "/dev/watchdog (iTCO_wdt), timeout 30s". WatchdogNone on a machine
+	// where the init found none, so that a hang is never reset; empty in
+	// container mode and from a node that does not tell.
+	Watchdog string `json:"watchdog,omitempty"`
 }
+
+// WatchdogNone is Status.Watchdog on a machine without a hardware
+// watchdog the init could arm.
+const WatchdogNone = "none"
 
 // Storage is a node's DATA and its member's database, in bytes.
 type Storage struct {

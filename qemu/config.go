@@ -56,6 +56,13 @@ type Config struct {
 	CPU string
 	// NoRNG leaves out the virtio-rng-pci device every VM gets otherwise.
 	NoRNG bool
+	// NoWatchdog leaves out the i6300esb watchdog every VM gets
+	// otherwise. The q35 chipset's own TCO watchdog stays: a guest reaches
+	// it through lpc_ich and iTCO_wdt, as on an Intel machine, and it is
+	// strapped to reset the machine when it expires (ICH9-LPC.noreboot,
+	// which QEMU 7.2 sets by default: its TCO then only counts, and the
+	// guest cannot tell).
+	NoWatchdog bool
 	// Args are appended to QEMU's command line verbatim.
 	Args []string
 }
@@ -240,8 +247,13 @@ func (c Config) args(accel string, d disk) []string {
 		"-netdev", c.netdev(),
 		// romfile= drops the NIC's iPXE option ROM: no network boot attempts.
 		"-device", "virtio-net-pci,netdev=net0,mac=" + c.MAC.String() + ",romfile=",
-		"-device", "i6300esb",
+		// What a watchdog that expires does, the chipset's TCO's included.
 		"-action", "watchdog=reset",
+	}
+	if c.NoWatchdog {
+		a = append(a, "-global", "ICH9-LPC.noreboot=false")
+	} else {
+		a = append(a, "-device", "i6300esb")
 	}
 	for i, d := range c.ExtraDisks {
 		id := "disk" + strconv.Itoa(i+1)

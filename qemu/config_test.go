@@ -29,7 +29,7 @@ func TestArgs(t *testing.T) {
 			"-device virtio-blk-pci,drive=disk0,id=vdisk0,bootindex=0",
 			"-netdev user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:4001-:2379,hostfwd=tcp:127.0.0.2:4002-:9379",
 			"-device virtio-net-pci,netdev=net0,mac=" + MAC("n1", 0).String() + ",romfile=",
-			"-device i6300esb -action watchdog=reset",
+			"-action watchdog=reset -device i6300esb",
 			"-qmp unix:qmp.sock,server=on,wait=off",
 			"-chardev file,id=console0,path=console.log -serial chardev:console0",
 			"-pidfile qemu.pid",
@@ -46,6 +46,17 @@ func TestArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestArgsNoWatchdog leaves the i6300esb out, keeps what an expired
+// watchdog does, and lets the chipset's TCO watchdog reset the machine.
+func TestArgsNoWatchdog(t *testing.T) {
+	c, err := Config{Name: "n1", Dir: "/run/n1", Image: "/img.raw", OVMFCode: "/fw/code.fd", OVMFVars: "/fw/vars.fd", NoWatchdog: true}.withDefaults()
+	require.NoError(t, err)
+	line := strings.Join(c.args("tcg", disk{"disk.raw", "raw"}), " ")
+	assert.NotContains(t, line, "i6300esb")
+	assert.Contains(t, line, "-action watchdog=reset")
+	assert.Contains(t, line, "-global ICH9-LPC.noreboot=false", "the chipset's TCO watchdog may reset the machine")
 }
 
 func TestWithDefaults(t *testing.T) {

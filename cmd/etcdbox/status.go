@@ -234,7 +234,8 @@ func printNodeStatus(out io.Writer, results []statusResult, now time.Time) {
 
 // nodeNotes are the lines printed under the table for one node: its last
 // rollback, a lost quorum, a recovery or an upgrade under way, a CA
-// rotation under way, and its PKI warnings.
+// rotation under way, its PKI warnings, and a machine without a hardware
+// watchdog.
 func nodeNotes(name string, s nodeapi.Status, now time.Time) []string {
 	var notes []string
 	if s.LastRollback != "" {
@@ -259,6 +260,9 @@ func nodeNotes(name string, s nodeapi.Status, now time.Time) []string {
 	}
 	for _, w := range s.PKI.Warnings {
 		notes = append(notes, fmt.Sprintf("%s: pki: %s", name, w))
+	}
+	if s.Watchdog == nodeapi.WatchdogNone {
+		notes = append(notes, fmt.Sprintf("%s: no hardware watchdog: a hang is never reset, and a new slot that hangs stays hung until the machine is power-cycled (build the image with --driver for this machine's watchdog)", name))
 	}
 	return notes
 }

@@ -349,12 +349,33 @@ func TestStatusPKI(t *testing.T) {
 	assert.Contains(t, b.String(), "\nn1: pki: "+warn+"\n")
 	assert.Contains(t, b.String(), "\nn2: CA rotation 0123456789abcdef at phase reissue\n")
 	assert.NotContains(t, b.String(), "n3: CA rotation", "a rotation in its drop phase is done on that node")
+	assert.NotContains(t, b.String(), "watchdog", "no node said it has none")
 	assert.NoError(t, statusProblems(results, now))
 
 	results[1].status.CertExpiry = now.Add(3 * 24 * time.Hour)
 	err := statusProblems(results, now)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "n2: certificate 2026-03-04 (in 3d, EXPIRES SOON)")
+}
+
+// TestStatusWatchdog: a node without a hardware watchdog is named, since
+// nothing resets it when it hangs; one with a watchdog, or one that does
+// not tell (container mode), is not.
+func TestStatusWatchdog(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	healthy := nodeapi.Member{Role: nodeapi.RoleVoter, Healthy: true}
+	results := []statusResult{
+		{target: statusTarget{name: "n1"}, status: nodeapi.Status{Name: "n1", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour), Watchdog: "/dev/watchdog (iTCO_wdt), timeout 30s"}},
+		{target: statusTarget{name: "n2"}, status: nodeapi.Status{Name: "n2", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour), Watchdog: nodeapi.WatchdogNone}},
+		{target: statusTarget{name: "n3"}, status: nodeapi.Status{Name: "n3", Member: healthy, CertExpiry: now.Add(60 * 24 * time.Hour)}},
+	}
+	var b strings.Builder
+	printNodeStatus(&b, results, now)
+	t.Log("\n" + b.String())
+	assert.Contains(t, b.String(), "\nn2: no hardware watchdog: a hang is never reset")
+	assert.NotContains(t, b.String(), "n1: no hardware watchdog")
+	assert.NotContains(t, b.String(), "n3: no hardware watchdog")
+	assert.NoError(t, statusProblems(results, now), "a warning, not a problem")
 }
 
 // TestStatusStorage: the DB/QUOTA and DATA FREE cells, and the notes on a

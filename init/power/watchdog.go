@@ -50,6 +50,7 @@ type Watchdog struct {
 
 	mu       sync.Mutex
 	dev      device
+	identity string        // the device's, once armed
 	timeout  time.Duration // the driver's, once known; 0 if unknown
 	forced   bool          // Close could not disarm: feed regardless
 	stopc    chan struct{}
@@ -68,6 +69,9 @@ type device interface {
 	MagicClose() bool
 	// Disarm writes 'V' and closes the device.
 	Disarm() error
+	// Identity is the driver's name for the device (WDIOC_GETSUPPORT's
+	// identity: "iTCO_wdt", "i6300ESB timer"), "" when it gives none.
+	Identity() string
 }
 
 func (w *Watchdog) logf(format string, args ...any) {
@@ -111,7 +115,7 @@ func (w *Watchdog) Start() error {
 		w.logf("watchdog %s: feed: %v", w.Path, err)
 	}
 	w.mu.Lock()
-	w.dev, w.timeout = dev, timeout
+	w.dev, w.timeout, w.identity = dev, timeout, dev.Identity()
 	w.stopc, w.loopDone = make(chan struct{}), make(chan struct{})
 	w.mu.Unlock()
 	ticker := w.ticker
@@ -123,8 +127,34 @@ func (w *Watchdog) Start() error {
 	}
 	ticks, stop := ticker(interval)
 	go w.loop(ticks, stop)
-	w.logf("watchdog %s armed: timeout %s, fed every %s", w.Path, timeout, interval)
+	w.logf("watchdog %s armed: timeout %s, fed every %s%s", w.Path, timeout, interval, identityNote(w.identity))
 	return nil
+}
+
+func identityNote(id string) string {
+	if id == "" {
+		return ""
+	}
+	return " (" + id + ")"
+}
+
+// Describe says which watchdog is armed and its timeout, as the node API
+// reports it: "/dev/watchdog (iTCO_wdt), timeout 30s". It is "" on a nil
+// Watchdog or one not started.
+func (w *Watchdog) Describe() string {
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopc == nil {
+		return ""
+	}
+	t := "the driver's timeout"
+	if w.timeout > 0 {
+		t = "timeout " + w.timeout.String()
+	}
+	return w.Path + identityNote(w.identity) + ", " + t
 }
 
 func (w *Watchdog) loop(ticks <-chan time.Time, stop func()) {

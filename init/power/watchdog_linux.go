@@ -1,6 +1,7 @@
 package power
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +13,9 @@ import (
 // wdev is a watchdog character device driven with the WDIOC ioctls of
 // linux/watchdog.h.
 type wdev struct {
-	f       *os.File
-	options uint32 // WDIOF_* from WDIOC_GETSUPPORT; 0 when unknown
+	f        *os.File
+	options  uint32 // WDIOF_* from WDIOC_GETSUPPORT; 0 when unknown
+	identity string // from WDIOC_GETSUPPORT; "" when unknown
 }
 
 // openDevice opens the watchdog, which starts it.
@@ -25,6 +27,7 @@ func openDevice(path string) (device, error) {
 	d := &wdev{f: f}
 	if info, err := unix.IoctlGetWatchdogInfo(d.fd()); err == nil {
 		d.options = info.Options
+		d.identity = string(bytes.TrimRight(info.Identity[:], "\x00"))
 	}
 	return d, nil
 }
@@ -56,6 +59,8 @@ func (d *wdev) Keepalive() error {
 	_, err := d.f.Write([]byte{0})
 	return err
 }
+
+func (d *wdev) Identity() string { return d.identity }
 
 func (d *wdev) MagicClose() bool { return d.options&unix.WDIOF_MAGICCLOSE != 0 }
 

@@ -24,6 +24,7 @@ type fakeDevice struct {
 	feeds      int
 	disarmed   bool
 	afterClose int // feeds after Disarm
+	identity   string
 }
 
 func (d *fakeDevice) SetTimeout(want time.Duration) (time.Duration, error) {
@@ -47,6 +48,8 @@ func (d *fakeDevice) Keepalive() error {
 }
 
 func (d *fakeDevice) MagicClose() bool { return d.magic }
+
+func (d *fakeDevice) Identity() string { return d.identity }
 
 func (d *fakeDevice) Disarm() error {
 	d.mu.Lock()
@@ -122,6 +125,20 @@ func TestWatchdogStart(t *testing.T) {
 	assert.Equal(t, 10*time.Second, interval, "feed every timeout/3")
 	assert.Equal(t, 1, dev.fed(), "fed once on start")
 	assert.Equal(t, 1, l.count("armed: timeout 30s, fed every 10s"))
+	assert.Equal(t, "/dev/watchdog, timeout 30s", w.Describe())
+}
+
+// TestWatchdogDescribe names the device the driver names, and nothing
+// before the watchdog is armed.
+func TestWatchdogDescribe(t *testing.T) {
+	var none *Watchdog
+	assert.Empty(t, none.Describe(), "no watchdog")
+	assert.Empty(t, (&Watchdog{}).Describe(), "not armed")
+	w, l := newTestWatchdog(t, &fakeDevice{identity: "iTCO_wdt", timeout: 29 * time.Second}, func(w *Watchdog) {
+		w.ticker = func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+	})
+	assert.Equal(t, "/dev/watchdog (iTCO_wdt), timeout 29s", w.Describe())
+	assert.Equal(t, 1, l.count("armed: timeout 29s, fed every 9.666666666s (iTCO_wdt)"))
 }
 
 func TestWatchdogTimeoutUnsupported(t *testing.T) {
