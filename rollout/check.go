@@ -158,6 +158,19 @@ func Check(c Cluster) error {
 	return fmt.Errorf("%w: %s", ErrNotReady, strings.Join(problems, "; "))
 }
 
+// Unwatched names the nodes that say they have no hardware watchdog
+// (nodeapi.WatchdogNone): nothing resets such a node when its new slot
+// hangs, so the roll's way back needs an operator there.
+func Unwatched(c Cluster) []string {
+	var out []string
+	for _, n := range c.Nodes {
+		if n.Err == nil && n.Status.Watchdog == nodeapi.WatchdogNone {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
 // Order returns the names of the nodes to move in the order they move:
 // followers first, in name order, the leader last.
 func Order(names []string, leader string) []string {

@@ -186,6 +186,9 @@ func (r *Roll) Run(ctx context.Context) error {
 	for i := range r.Nodes {
 		r.Nodes[i].Name = c.Nodes[i].Name
 	}
+	if bare := Unwatched(c); len(bare) > 0 {
+		r.logf("warning: no hardware watchdog on %s: a new slot that hangs there stays hung until the machine is power-cycled, and the roll stops at its node timeout", strings.Join(bare, ", "))
+	}
 	plan, err := r.versionRules(ctx, c)
 	if err != nil {
 		return err

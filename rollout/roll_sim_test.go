@@ -62,6 +62,7 @@ type simNode struct {
 	bad         string // when set, the new slot fails its gate with this reason
 	uptime      time.Duration
 	rollback    string
+	watchdog    string // Status.Watchdog
 }
 
 func newSim(etcd string, names ...string) *sim {
@@ -92,7 +93,7 @@ func (n *simNode) Status(context.Context) (nodeapi.Status, error) {
 		return nodeapi.Status{}, errors.New("connection refused")
 	}
 	st := nodeapi.Status{Name: n.name, Slot: n.slot, Blessed: n.slots[n.slot] == nodeapi.SlotBlessed, EtcdVersion: n.etcd, Uptime: n.uptime,
-		Member: nodeapi.Member{ID: memberID(n.id), Role: nodeapi.RoleVoter, Healthy: true, Leader: n.s.leader == n.name}, LastRollback: n.rollback}
+		Member: nodeapi.Member{ID: memberID(n.id), Role: nodeapi.RoleVoter, Healthy: true, Leader: n.s.leader == n.name}, LastRollback: n.rollback, Watchdog: n.watchdog}
 	for _, name := range []string{"a", "b"} {
 		st.Slots = append(st.Slots, nodeapi.Slot{Name: name, State: n.slots[name]})
 	}

@@ -44,6 +44,27 @@ func TestRollFollowersFirstLeaderLast(t *testing.T) {
 	assert.Empty(t, s.events)
 }
 
+// TestRollWarnsOfNodesWithoutWatchdog names, before any node moves, the
+// nodes that say they have no hardware watchdog, and rolls them all the
+// same: the warning is the operator's to weigh.
+func TestRollWarnsOfNodesWithoutWatchdog(t *testing.T) {
+	s := newSim("3.7.3", "n1", "n2", "n3")
+	s.leader = "n1"
+	s.nodes["n1"].watchdog = "/dev/watchdog (iTCO_wdt), timeout 30s"
+	s.nodes["n2"].watchdog = nodeapi.WatchdogNone
+	s.nodes["n3"].watchdog = nodeapi.WatchdogNone
+	r := s.roll("n1", "n2", "n3")
+	var log []string
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	i := slices.IndexFunc(log, func(l string) bool { return strings.HasPrefix(l, "warning: no hardware watchdog on n2, n3: ") })
+	require.GreaterOrEqual(t, i, 0, "the warning names n2 and n3, not n1:\n%s", strings.Join(log, "\n"))
+	assert.Less(t, i, slices.IndexFunc(log, func(l string) bool { return strings.HasPrefix(l, "staging ") }), "warned before staging")
+
+	unwatched := Unwatched(healthy("3.7.3", "n1", "n2"))
+	assert.Empty(t, unwatched, "a node that does not tell (empty) is not named")
+}
+
 // TestRollNoKexec asks every node for a firmware reboot.
 func TestRollNoKexec(t *testing.T) {
 	s := newSim("3.7.3", "n1", "n2", "n3")
