@@ -255,7 +255,7 @@ func processStart(t *testing.T, c *cluster.Cluster, name string) string {
 	n, _ := c.Node(name)
 	tc, err := c.TLS()
 	require.NoError(t, err)
-	return metric(t, tc, n.Endpoint(), "process_start_time_seconds")
+	return metric(t, tc, n.HTTPEndpoint(), "process_start_time_seconds")
 }
 
 // metric reads one of etcd's metrics at endpoint.

@@ -26,6 +26,7 @@ import (
 // Guest ports.
 const (
 	clientPort = 2379
+	httpPort   = seed.DefaultHTTPPort // etcd's HTTP endpoints: /metrics, /health
 	apiPort    = seed.DefaultAPIPort
 	hookPort   = 9999
 )
@@ -130,7 +131,7 @@ func newNode(t *testing.T, img string) *node {
 		Overlay:  true,
 		OVMFCode: code,
 		OVMFVars: vars,
-		Forwards: []qemu.Forward{{GuestPort: clientPort}, {GuestPort: apiPort}, {GuestPort: hookPort}},
+		Forwards: []qemu.Forward{{GuestPort: clientPort}, {GuestPort: httpPort}, {GuestPort: apiPort}, {GuestPort: hookPort}},
 	}}
 }
 
@@ -179,6 +180,11 @@ func (n *node) powerOff(t *testing.T, within time.Duration) {
 
 func (n *node) endpoint() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", n.vm.HostPort(clientPort))
+}
+
+// httpEndpoint is the base URL of the node's etcd HTTP endpoints.
+func (n *node) httpEndpoint() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", n.vm.HostPort(httpPort))
 }
 
 // api is a client of the node's API with the admin certificate of pkiDir,

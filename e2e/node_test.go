@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
@@ -65,7 +67,9 @@ func TestSingleNode(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		port := n.vm.HostPort(clientPort)
+		// etcd's HTTP endpoints have a port of their own; the client port
+		// serves gRPC alone, where a GET of /health is no etcd answer.
+		port := n.vm.HostPort(httpPort)
 		caPool := x509.NewCertPool()
 		caPEM, err := os.ReadFile(filepath.Join(pkiDir, "ca.crt"))
 		require.NoError(t, err)
@@ -102,6 +106,18 @@ func TestSingleNode(t *testing.T) {
 		require.NoError(t, err)
 		good := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, Certificates: []tls.Certificate{admin}}}}
 		assert.NoError(t, get(good, fmt.Sprintf("https://127.0.0.1:%d/health", port)))
+		assert.Error(t, get(good, fmt.Sprintf("https://127.0.0.1:%d/health", n.vm.HostPort(clientPort))), "the client port serves gRPC alone")
+		// The client port refuses the same certificates.
+		for what, c := range map[string]*http.Client{"no client certificate": noCert, "another CA's": foreign} {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.endpoint()}, TLS: c.Transport.(*http.Transport).TLSClientConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err = cli.Get(ctx, "k1")
+				cancel()
+				cli.Close()
+			}
+			assert.Error(t, err, "a get on the client port with %s", what)
+		}
 	})
 
 	t.Run("leaves renewed three times under a client: no failed request, etcd never restarts", func(t *testing.T) {

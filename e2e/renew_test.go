@@ -125,5 +125,5 @@ func testRenewal(t *testing.T, n *node, pkiDir string, rw *renewalWatch, mark in
 // etcdStartTime is etcd's process_start_time_seconds, from its metrics.
 func etcdStartTime(t *testing.T, n *node, pkiDir string) string {
 	t.Helper()
-	return metric(t, testenv.AdminTLS(t, []string{pkiDir}, pkiDir), n.endpoint(), "process_start_time_seconds")
+	return metric(t, testenv.AdminTLS(t, []string{pkiDir}, pkiDir), n.httpEndpoint(), "process_start_time_seconds")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdbox/etcdbox/init/recovery"
 	"github.com/etcdbox/etcdbox/init/slot"
 	"github.com/etcdbox/etcdbox/init/upgrade"
+	"github.com/etcdbox/etcdbox/internal/etcdhttp"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/nodeapi/server"
 	"github.com/etcdbox/etcdbox/seed"
@@ -136,6 +137,9 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 				st.Member.Alarms = s.Errors
 				st.Storage = withEtcdStatus(st.Storage, s)
 				st.Member.Healthy = ready(sctx, c) == nil
+				if tc, err := n.localMember().tlsConfig(); err == nil {
+					st.Member.ClusterVersion, _ = etcdhttp.ClusterVersion(sctx, tc, "https://"+n.localMember().localHTTPAddr())
+				}
 				if last, err := readLastBackup(sctx, c); err == nil {
 					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken
 					st.Backups.FailedNode, st.Backups.FailedAt, st.Backups.Failed = last.FailedNode, last.FailedAt, last.Failed

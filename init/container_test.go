@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -80,7 +81,7 @@ type cnode struct {
 	name                 string
 	dir                  string
 	clientPort, peerPort int
-	apiPort              int
+	apiPort, httpPort    int
 	seed                 string
 	// tune is the seed's etcd section but for the ports.
 	tune seed.Etcd
@@ -124,7 +125,7 @@ func newCluster(t *testing.T, names ...string) *cluster {
 }
 
 func (c *cluster) add(name string) *cnode {
-	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: testenv.FreePort(c.t), peerPort: testenv.FreePort(c.t), apiPort: testenv.FreePort(c.t)}
+	n := &cnode{t: c.t, name: name, dir: c.t.TempDir(), clientPort: testenv.FreePort(c.t), peerPort: testenv.FreePort(c.t), apiPort: testenv.FreePort(c.t), httpPort: testenv.FreePort(c.t)}
 	c.nodes[name] = n
 	return n
 }
@@ -134,6 +135,9 @@ func (c *cluster) add(name string) *cnode {
 func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...string) {
 	e := n.tune
 	e.ClientPort, e.PeerPort = n.clientPort, n.peerPort
+	if e.HTTPPort == 0 { // the tune may share the client port
+		e.HTTPPort = n.httpPort
+	}
 	s := &seed.Seed{Cluster: clusterName, Name: n.name,
 		Etcd:   e,
 		API:    seed.API{Port: n.apiPort},
@@ -141,7 +145,7 @@ func (c *cluster) writeSeed(n *cnode, clusterName string, initial int, peers ...
 	s.Discovery.InitialSize = initial
 	for _, p := range peers {
 		pn := c.nodes[p]
-		s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort})
+		s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p, Host: "127.0.0.1", PeerPort: pn.peerPort, ClientPort: pn.clientPort, APIPort: pn.apiPort, HTTPPort: cmp.Or(pn.tune.HTTPPort, pn.httpPort)})
 	}
 	var err error
 	s.PKI, _, err = seed.IssuingPKIFrom(c.pkiDir, s.NodeScope())

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdbox/etcdbox/init/member"
 	"github.com/etcdbox/etcdbox/init/recovery"
 	"github.com/etcdbox/etcdbox/init/slowdisk"
 	"github.com/etcdbox/etcdbox/init/supervise"
@@ -104,7 +105,7 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 			continue
 		}
 		now := time.Now()
-		syncs, err := walSyncs(ctx, hc, m.localClientAddr())
+		syncs, err := walSyncs(ctx, hc, "https://"+m.localHTTPAddr())
 		if err != nil {
 			if now.Sub(failed) >= handoffCooldown {
 				n.log.Printf("slow disk: %v", err)
@@ -183,7 +184,7 @@ func (n *node) handOff(ctx context.Context, c *clientv3.Client, hc *http.Client,
 	}
 	type peer struct {
 		slowdisk.Follower
-		addr   string
+		urls   []string
 		before slowdisk.Syncs
 	}
 	var peers []*peer
@@ -192,12 +193,8 @@ func (n *node) handOff(ctx context.Context, c *clientv3.Client, hc *http.Client,
 			continue
 		}
 		p := &peer{Follower: slowdisk.Follower{ID: mem.ID, Name: mem.Name}}
-		if u, err := url.Parse(mem.ClientURLs[0]); err != nil {
-			p.Err = err
-		} else {
-			p.addr = u.Host
-			p.before, p.Err = walSyncs(ctx, hc, p.addr)
-		}
+		p.urls = member.HTTPURLs(member.Member{Name: mem.Name, ClientURLs: mem.ClientURLs[:1]}, n.seed.HTTPPortOf)
+		p.before, p.Err = walSyncs(ctx, hc, p.urls...)
 		peers = append(peers, p)
 	}
 	select {
@@ -209,7 +206,7 @@ func (n *node) handOff(ctx context.Context, c *clientv3.Client, hc *http.Client,
 	for _, p := range peers {
 		if p.Err == nil {
 			var now slowdisk.Syncs
-			if now, p.Err = walSyncs(ctx, hc, p.addr); p.Err == nil {
+			if now, p.Err = walSyncs(ctx, hc, p.urls...); p.Err == nil {
 				p.Window = now.Since(p.before)
 			}
 		}
@@ -252,30 +249,43 @@ func describeFollowers(fs []slowdisk.Follower) string {
 	return s
 }
 
-// walSyncs reads the WAL syncs from the /metrics page of the etcd at addr
-// (host:port of a client URL), through hc (the node's client TLS).
-func walSyncs(ctx context.Context, hc *http.Client, addr string) (slowdisk.Syncs, error) {
+// walSyncs reads the WAL syncs from the /metrics page of the etcd at the
+// first of urls (the base URLs of its HTTP endpoints, member.HTTPURLs)
+// that answers, through hc (the node's client TLS).
+func walSyncs(ctx context.Context, hc *http.Client, urls ...string) (slowdisk.Syncs, error) {
+	var errs []error
+	for _, u := range urls {
+		s, err := walSyncsAt(ctx, hc, u)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+	}
+	return slowdisk.Syncs{}, errors.Join(errs...)
+}
+
+func walSyncsAt(ctx context.Context, hc *http.Client, base string) (slowdisk.Syncs, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return slowdisk.Syncs{}, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %s", addr, resp.Status)
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %s", base, resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", base, err)
 	}
 	s, err := slowdisk.Parse(string(b))
 	if err != nil {
-		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", addr, err)
+		return slowdisk.Syncs{}, fmt.Errorf("metrics of %s: %w", base, err)
 	}
 	return s, nil
 }

@@ -32,7 +32,7 @@ func (n *node) lifecycle(ctx context.Context) {
 		Cluster: n.seed.Cluster, Name: self.Name, PeerURL: self.PeerURL(),
 		DataDir: self.DataDir, StateDir: n.stateDir(),
 		Logf:       n.log.Printf,
-		LeaderView: member.MetricsLeaderView(tc),
+		LeaderView: member.MetricsLeaderView(tc, n.seed.HTTPPortOf),
 		Gather:     n.gather,
 		Commit:     n.commitFormation,
 		Launch:     n.startMember,

@@ -36,6 +36,7 @@ func (n *node) startEtcd(ctx context.Context) error {
 		AdvertiseHost: host,
 		ClientPort:    n.seed.Etcd.ClientPort,
 		PeerPort:      n.seed.Etcd.PeerPort,
+		HTTPPort:      n.seed.Etcd.HTTPPort,
 		PeerOnly:      n.peerOnly,
 	}
 	if err := os.MkdirAll(n.member.DataDir, 0o700); err != nil {
@@ -80,7 +81,7 @@ func (n *node) launch(ctx context.Context, m etcdMember, removed io.Writer) (*su
 		Finished: etcdStorageClosed("/proc", m.DataDir),
 		// End the client connections still open after a drain, rather
 		// than wait for etcd's request timeout (etcdstop.go).
-		Stopping: etcdCutClients("/proc", []uint16{uint16(m.ClientPort)}, clientDrain, n.log.Printf),
+		Stopping: etcdCutClients("/proc", m.clientPorts(), clientDrain, n.log.Printf),
 	}
 	sup.OnExit = func(err error, _ int) {
 		if err != nil {

@@ -369,6 +369,10 @@ type Member struct {
 	// leaves the cluster accepting only reads and deletes (etcdbox
 	// maintain); CORRUPT is never cleared by itself.
 	Alarms []string `json:"alarms,omitempty"`
+	// ClusterVersion is etcd's cluster version ("3.7.0") as this member's
+	// /version says it; empty when it cannot tell, or from a node that
+	// does not report it.
+	ClusterVersion string `json:"clusterVersion,omitempty"`
 }
 
 // Upgrade phases, in order; PhaseFailed can follow any of the working ones.

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdbox/etcdbox/internal/etcdhttp"
 	"github.com/etcdbox/etcdbox/internal/etcdlock"
 )
 
@@ -188,29 +187,12 @@ func (e *EtcdClient) Observe(ctx context.Context, endpoints []string) ([]MemberS
 	return members, leader, alarms, cv, nil
 }
 
-// clusterVersion reads etcdcluster from the endpoint's /version.
+// clusterVersion reads etcdcluster from the endpoint's /version, which a
+// member serves on its client URL only when its etcd serves HTTP there
+// (an image from before etcd.httpPort, or a seed that shares the port);
+// Roll.Observe falls back on the nodes' own reports.
 func (e *EtcdClient) clusterVersion(ctx context.Context, endpoint string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(endpoint, "/")+"/version", nil)
-	if err != nil {
-		return "", err
-	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tc.Clone(), Proxy: nil}, Timeout: 5 * time.Second}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Cluster string `json:"etcdcluster"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&v); err != nil {
-		return "", fmt.Errorf("%s/version: %w", endpoint, err)
-	}
-	if v.Cluster == "" || v.Cluster == "not_decided" {
-		return "", fmt.Errorf("%s/version: no cluster version", endpoint)
-	}
-	return v.Cluster, nil
+	return etcdhttp.ClusterVersion(ctx, e.tc, endpoint)
 }
 
 // MoveLeader implements Etcd: etcd takes the request only at the leader.

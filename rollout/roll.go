@@ -119,6 +119,16 @@ func (r *Roll) Observe(ctx context.Context) (Cluster, error) {
 	var err error
 	c.Members, c.Leader, c.Alarms, c.ClusterVersion, err = r.Etcd.Observe(ctx, eps)
 	wg.Wait()
+	if c.ClusterVersion == "" {
+		// etcd serves /version on its HTTP port, which this host may not
+		// reach (a forwarded client port): the nodes read it themselves.
+		for _, n := range c.Nodes {
+			if v := n.Status.Member.ClusterVersion; n.Err == nil && v != "" {
+				c.ClusterVersion = v
+				break
+			}
+		}
+	}
 	return c, err
 }
 

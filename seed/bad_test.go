@@ -197,6 +197,12 @@ discovery:
 			want: map[string]string{"etcd.metricsPort": "2379 is also the client, peer or node API port"}},
 		{name: "metrics on the peer port", yaml: "cluster: demo\netcd: {peerPort: 3000, metricsPort: 3000}\n" + issuing,
 			want: map[string]string{"etcd.metricsPort": "3000 is also the client, peer or node API port"}},
+		{name: "HTTP on the peer port", yaml: "cluster: demo\netcd: {httpPort: 2380}\n" + issuing,
+			want: map[string]string{"etcd.httpPort": "2380 is also the peer, node API or metrics port"}},
+		{name: "metrics on the HTTP port's default", yaml: "cluster: demo\netcd: {metricsPort: 2382}\n" + issuing,
+			want: map[string]string{"etcd.httpPort": "2382 (its default) is also the peer, node API or metrics port"}},
+		{name: "HTTP port out of range, and a peer's on its API port", yaml: "cluster: demo\netcd: {httpPort: 0x10000}\ndiscovery:\n  peers:\n    - {name: n1, host: 10.0.0.1, apiPort: 9000, httpPort: 9000}\n" + issuing,
+			want: map[string]string{"etcd.httpPort": "port 65536 out of range 1-65535", "discovery.peers[0].httpPort": "9000 is also the peer or node API port of this peer"}},
 		{name: "metrics on the node API port", yaml: "cluster: demo\netcd: {metricsPort: 9379}\n" + issuing,
 			want: map[string]string{"etcd.metricsPort": "9379 is also the client, peer or node API port"}},
 		{

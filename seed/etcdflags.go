@@ -87,6 +87,7 @@ var ownKeys = map[string]string{
 	"auto-compaction-mode":      "etcd.autoCompactionMode",
 	"auto-compaction-retention": "etcd.autoCompactionRetention",
 	"listen-metrics-urls":       "etcd.metricsPort",
+	"listen-client-http-urls":   "etcd.httpPort",
 	"initial-cluster-token":     "cluster",
 	"discovery-srv":             "discovery.srv",
 	"discovery-srv-name":        "discovery.srvName",

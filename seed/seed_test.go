@@ -96,7 +96,7 @@ discovery:
   peers:
     - {name: n1, host: 10.0.0.11}
     - {name: n2, host: 10.0.0.12, peerPort: 12380}
-    - {name: n3, host: n3.example.internal, clientPort: 12379}
+    - {name: n3, host: n3.example.internal, clientPort: 12379, httpPort: 12382}
 network:
   interfaces:
     - name: eth0
@@ -110,15 +110,16 @@ network:
 etcd:
   clientPort: 3379
   peerPort: 3380
+  httpPort: 3382
 api:
   port: 9000
 ` + f.issuing(),
 			want: func(s *Seed) {
 				s.Cluster, s.Name = "prod-1", "n2"
 				s.Discovery = Discovery{InitialSize: 3, Peers: []Peer{
-					{Name: "n1", Host: "10.0.0.11", PeerPort: 3380, ClientPort: 3379},
-					{Name: "n2", Host: "10.0.0.12", PeerPort: 12380, ClientPort: 3379},
-					{Name: "n3", Host: "n3.example.internal", PeerPort: 3380, ClientPort: 12379},
+					{Name: "n1", Host: "10.0.0.11", PeerPort: 3380, ClientPort: 3379, HTTPPort: 3382},
+					{Name: "n2", Host: "10.0.0.12", PeerPort: 12380, ClientPort: 3379, HTTPPort: 3382},
+					{Name: "n3", Host: "n3.example.internal", PeerPort: 3380, ClientPort: 12379, HTTPPort: 12382},
 				}}
 				s.Network = Network{
 					Interfaces: []Interface{
@@ -128,8 +129,11 @@ api:
 					DNS:    []string{"10.0.0.1", "fd00::1"},
 					Search: []string{"example.internal"},
 				}
-				s.Etcd = Etcd{ClientPort: 3379, PeerPort: 3380, AutoCompactionRetention: "1h"}
+				s.Etcd = Etcd{ClientPort: 3379, PeerPort: 3380, HTTPPort: 3382, AutoCompactionRetention: "1h"}
 				s.API.Port = 9000
+				assert.Equal(t, 12382, s.HTTPPortOf("n3"))
+				assert.Equal(t, 3382, s.HTTPPortOf("n1"))
+				assert.Equal(t, 3382, s.HTTPPortOf("found-by-srv"))
 			},
 		},
 		{
@@ -187,7 +191,7 @@ network:
 				Cluster:   "demo",
 				Discovery: Discovery{InitialSize: 1},
 				PKI:       PKI{CACert: f.caCert, CAKey: f.caKey},
-				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380, AutoCompactionRetention: "1h"},
+				Etcd:      Etcd{ClientPort: 2379, PeerPort: 2380, HTTPPort: 2382, AutoCompactionRetention: "1h"},
 				API:       API{Port: 9379},
 				Upgrade:   Upgrade{Tries: 3, SettleSeconds: 30, GateSeconds: 300},
 				Backup:    Backup{Interval: "30m", Keep: 6},

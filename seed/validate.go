@@ -36,6 +36,7 @@ func (s *Seed) Validate() error {
 	p.port("etcd.peerPort", s.Etcd.PeerPort)
 	p.port("api.port", s.API.Port)
 	p.port("etcd.metricsPort", s.Etcd.MetricsPort)
+	p.port("etcd.httpPort", s.Etcd.HTTPPort)
 	p.upgrade(&s.Upgrade)
 	p.etcd(&s.Etcd)
 	p.backup(&s.Backup)
@@ -56,6 +57,15 @@ func (s *Seed) Validate() error {
 	}
 	if m := s.Etcd.MetricsPort; m != 0 && (m == client || m == peer || m == api) {
 		p.add("etcd.metricsPort", "%d is also the client, peer or node API port", m)
+	}
+	// The HTTP port may be the client port (etcd's default: both on one
+	// listener), never another of the node's ports.
+	if h := or(s.Etcd.HTTPPort, DefaultHTTPPort); h == peer || h == api || h == s.Etcd.MetricsPort {
+		dflt := ""
+		if s.Etcd.HTTPPort == 0 {
+			dflt = " (its default)"
+		}
+		p.add("etcd.httpPort", "%d%s is also the peer, node API or metrics port", h, dflt)
 	}
 	return p.err()
 }
@@ -106,6 +116,10 @@ func (p *problems) discovery(d *Discovery, etcdPeerPort int) {
 		p.port(at+".apiPort", peer.APIPort)
 		if peer.APIPort != 0 && (peer.APIPort == peer.PeerPort || peer.APIPort == peer.ClientPort) {
 			p.add(at+".apiPort", "%d is also an etcd port of this peer", peer.APIPort)
+		}
+		p.port(at+".httpPort", peer.HTTPPort)
+		if peer.HTTPPort != 0 && (peer.HTTPPort == peer.PeerPort || peer.HTTPPort == peer.APIPort) {
+			p.add(at+".httpPort", "%d is also the peer or node API port of this peer", peer.HTTPPort)
 		}
 	}
 	switch {

@@ -163,7 +163,7 @@ func (o *staticPodOptions) checkPorts(s *seed.Seed) error {
 	for _, p := range []struct {
 		key  string
 		port int
-	}{{"etcd.clientPort", s.Etcd.ClientPort}, {"etcd.peerPort", s.Etcd.PeerPort}, {"api.port", s.API.Port}, {"etcd.metricsPort", s.Etcd.MetricsPort}} {
+	}{{"etcd.clientPort", s.Etcd.ClientPort}, {"etcd.peerPort", s.Etcd.PeerPort}, {"api.port", s.API.Port}, {"etcd.metricsPort", s.Etcd.MetricsPort}, {"etcd.httpPort", s.Etcd.HTTPPort}} {
 		if p.port == o.healthPort {
 			return usageError{fmt.Errorf("--health-port %d: the seed's %s is %d too: pick another", o.healthPort, p.key, p.port)}
 		}
@@ -328,6 +328,9 @@ func (o *staticPodOptions) pod(s *seed.Seed) podManifest {
 		StartupProbe:   o.probe("/livez", 10, 10, 24),
 		LivenessProbe:  o.probe("/livez", 10, 10, 8),
 		ReadinessProbe: o.probe("/readyz", 0, 1, 3),
+	}
+	if h := s.Etcd.HTTPPort; h > 0 && h != s.Etcd.ClientPort {
+		c.Ports = append(c.Ports, podPort{"http", h, "TCP"})
 	}
 	if m := s.Etcd.MetricsPort; m > 0 {
 		c.Ports = append(c.Ports, podPort{"metrics", m, "TCP"})

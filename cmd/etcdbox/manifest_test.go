@@ -37,7 +37,7 @@ func manifestSeeds(t *testing.T) (peers, srv string) {
 	// The seed's own ports: the flags above set the peers' only.
 	data, err := os.ReadFile(peers)
 	require.NoError(t, err)
-	data = append(data, "etcd: {clientPort: 12379, peerPort: 12380, metricsPort: 12381}\napi: {port: 19379}\n"...)
+	data = append(data, "etcd: {clientPort: 12379, peerPort: 12380, metricsPort: 12381, httpPort: 12382}\napi: {port: 19379}\n"...)
 	require.NoError(t, os.WriteFile(peers, data, 0o600))
 	_, _, _, err = runExit(t, "seed", "--cluster", "dev", "--pki", pkiDir, "--srv", "etcd.example.internal", "--initial-size", "3", "-o", srv)
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestManifestStaticPod(t *testing.T) {
 		assert.Empty(t, validation.IsValidPortName(cp.Name), cp.Name)
 		ports[cp.Name] = cp.ContainerPort
 	}
-	assert.Equal(t, map[string]int32{"client": 12379, "peer": 12380, "node-api": 19379, "health": 9380, "metrics": 12381}, ports, "the seed's ports")
+	assert.Equal(t, map[string]int32{"client": 12379, "peer": 12380, "node-api": 19379, "health": 9380, "metrics": 12381, "http": 12382}, ports, "the seed's ports")
 
 	for _, pr := range []struct {
 		name  string

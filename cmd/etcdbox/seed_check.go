@@ -32,8 +32,9 @@ pki:                            # etcdbox seed --pki DIR writes these
     NODE CA KEY PEM
   leafLifetime: 720h            # the nodes' own leaves; renewed at two thirds
 etcd:
-  clientPort: 2379
+  clientPort: 2379              # gRPC alone
   peerPort: 2380
+  httpPort: 2382                # etcd's /health, /metrics, /version, mutual TLS (the clientPort: share it)
   autoCompactionRetention: 1h   # history etcd keeps; 0: the clients compact (kube-apiserver does)
   # autoCompactionMode: revision  # then the retention is a count of revisions ("10000")
   # quotaBackendBytes: 4294967296  # default: 40% of DATA, at most 8 GiB

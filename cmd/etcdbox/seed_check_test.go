@@ -51,7 +51,7 @@ func TestSeedExampleAndCheck(t *testing.T) {
 	tuned = strings.Replace(tuned, "autoCompactionRetention: 1h", `autoCompactionRetention: "10000"`, 1)
 	s, err = seed.Parse([]byte(tuned))
 	require.NoError(t, err, "the example's etcd settings:\n%s", tuned)
-	assert.Equal(t, seed.Etcd{ClientPort: 2379, PeerPort: 2380, AutoCompactionMode: "revision", AutoCompactionRetention: "10000",
+	assert.Equal(t, seed.Etcd{ClientPort: 2379, PeerPort: 2380, HTTPPort: 2382, AutoCompactionMode: "revision", AutoCompactionRetention: "10000",
 		LogLevel: "warn", MetricsPort: 2381, ExtraArgs: []string{"--heartbeat-interval=250", "--election-timeout=2500"}}, s.Etcd)
 
 	dir := t.TempDir()

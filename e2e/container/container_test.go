@@ -29,6 +29,7 @@ import (
 type ctr struct {
 	name, podName             string
 	clientPort, peerPort, api int
+	httpPort                  int
 	seed, data                string
 }
 
@@ -53,14 +54,14 @@ func newFixture(t *testing.T, img string) *fixture {
 		name := fmt.Sprintf("n%d", i)
 		f.nodes = append(f.nodes, &ctr{name: name, podName: "etcdbox-" + run + "-" + name,
 			clientPort: testenv.FreePort(t), peerPort: testenv.FreePort(t), api: testenv.FreePort(t),
-			data: t.TempDir()})
+			httpPort: testenv.FreePort(t), data: t.TempDir()})
 	}
 	for _, n := range f.nodes {
 		s := &seed.Seed{Cluster: "ctest", Name: n.name,
-			Etcd: seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort}, API: seed.API{Port: n.api}}
+			Etcd: seed.Etcd{ClientPort: n.clientPort, PeerPort: n.peerPort, HTTPPort: n.httpPort}, API: seed.API{Port: n.api}}
 		s.Discovery.InitialSize = len(f.nodes)
 		for _, p := range f.nodes {
-			s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p.name, Host: "127.0.0.1", PeerPort: p.peerPort, ClientPort: p.clientPort, APIPort: p.api})
+			s.Discovery.Peers = append(s.Discovery.Peers, seed.Peer{Name: p.name, Host: "127.0.0.1", PeerPort: p.peerPort, ClientPort: p.clientPort, APIPort: p.api, HTTPPort: p.httpPort})
 		}
 		var err error
 		s.PKI, _, err = seed.IssuingPKIFrom(f.pkiDir, s.NodeScope())

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbox/etcdbox/init/supervise"
+	"github.com/etcdbox/etcdbox/internal/etcdhttp"
 	"github.com/etcdbox/etcdbox/internal/testenv"
 	"github.com/etcdbox/etcdbox/nodeapi"
 	"github.com/etcdbox/etcdbox/pki"
@@ -338,29 +337,8 @@ func (n *node) waitReadyE(ctx context.Context) error {
 // clusterVersionDecided asks n's /version whether the cluster's version
 // is decided yet (etcd publishes it through raft after the first leader).
 func (n *node) clusterVersionDecided(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, n.ClientURL()+"/version", nil)
-	if err != nil {
-		return err
-	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Cluster string `json:"etcdcluster"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return fmt.Errorf("GET /version: %w", err)
-	}
-	if v.Cluster == "" || v.Cluster == "not_decided" {
-		return fmt.Errorf("etcd %s: cluster version %q", n.name, v.Cluster)
-	}
-	return nil
+	_, err := etcdhttp.ClusterVersion(ctx, n.tls, n.ClientURL())
+	return err
 }
 
 // status is n's own Status.

@@ -65,7 +65,7 @@ type Request struct {
 	// LeaderView tells which members the leader reaches, for removing a
 	// stale member with this node's name that started once (its node
 	// lost its data). The init passes MetricsLeaderView with the node's
-	// client TLS. nil: Join removes only stale members that never
+	// client TLS and its seed's HTTP ports. nil: Join removes only stale members that never
 	// started, and fails with ErrUnsafeRemoval on a started one.
 	LeaderView LeaderView
 }

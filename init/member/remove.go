@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,17 +153,19 @@ func gatherRemoval(ctx context.Context, cli *clientv3.Client, ms []Member, view 
 const activePeersMetric = "etcd_network_active_peers"
 
 // MetricsLeaderView is a LeaderView that reads etcd_network_active_peers
-// from the leader's /metrics on its client URLs, with tlsConfig (the
-// node's client certificate: etcd serves /metrics behind the same mutual
-// TLS as its API).
-func MetricsLeaderView(tlsConfig *tls.Config) LeaderView {
+// from the leader's /metrics, with tlsConfig (the node's client
+// certificate: etcd serves /metrics behind the same mutual TLS as its
+// API). httpPort gives a member's etcd HTTP port by its name
+// (seed.Seed.HTTPPortOf); nil, or a member of an image from before its
+// HTTP port, is read on its client URLs, where etcd serves both by default.
+func MetricsLeaderView(tlsConfig *tls.Config, httpPort func(name string) int) LeaderView {
 	return func(ctx context.Context, leader Member) (map[uint64]bool, error) {
 		tr := &http.Transport{TLSClientConfig: tlsConfig.Clone()}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 		var errs []error
-		for _, u := range leader.ClientURLs {
-			active, err := fetchActivePeers(ctx, hc, strings.TrimRight(u, "/")+"/metrics", leader.ID)
+		for _, u := range HTTPURLs(leader, httpPort) {
+			active, err := fetchActivePeers(ctx, hc, u+"/metrics", leader.ID)
 			if err == nil {
 				return active, nil
 			}
@@ -171,6 +176,26 @@ func MetricsLeaderView(tlsConfig *tls.Config) LeaderView {
 		}
 		return nil, errors.Join(errs...)
 	}
+}
+
+// HTTPURLs returns the URLs to try for m's etcd HTTP endpoints: each
+// client URL with its port replaced by httpPort(m.Name), then the client
+// URLs themselves (a member whose etcd serves both on one port).
+func HTTPURLs(m Member, httpPort func(name string) int) []string {
+	var first, then []string
+	for _, c := range m.ClientURLs {
+		c = strings.TrimRight(c, "/")
+		if u, err := url.Parse(c); err == nil && httpPort != nil && u.Hostname() != "" {
+			if p := httpPort(m.Name); p > 0 {
+				h := u.Scheme + "://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(p))
+				if h != c && !slices.Contains(first, h) {
+					first = append(first, h)
+				}
+			}
+		}
+		then = append(then, c)
+	}
+	return append(first, then...)
 }
 
 func fetchActivePeers(ctx context.Context, hc *http.Client, url string, leader uint64) (map[uint64]bool, error) {

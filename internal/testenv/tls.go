@@ -63,10 +63,19 @@ func WithLeaf(tb testing.TB, tc *tls.Config, ca *pki.CA, cn string, ips ...net.I
 
 // Handshake makes one HTTPS request (GET /version) to addr with tc, so
 // that a refusal of the client's certificate, which TLS 1.3 reports after
-// the handshake, shows as an error. etcd answers it on its client and
-// peer ports, the node API with a 404: any answer is a yes.
-func Handshake(addr string, tc *tls.Config) error {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
+// the handshake, shows as an error. etcd answers it on its peer and HTTP
+// ports, the node API with a 404: any answer is a yes. HandshakeGRPC is
+// the same for a port that serves gRPC alone.
+func Handshake(addr string, tc *tls.Config) error { return handshake(addr, tc, false) }
+
+// HandshakeGRPC is Handshake over HTTP/2, which a gRPC server alone
+// speaks: etcd's client port, apart from its HTTP port (seed.Etcd.HTTPPort),
+// answers with a 415. (etcd's peer port offers HTTP/2 in its handshake,
+// then speaks HTTP/1.1 only.)
+func HandshakeGRPC(addr string, tc *tls.Config) error { return handshake(addr, tc, true) }
+
+func handshake(addr string, tc *tls.Config, h2 bool) error {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true, ForceAttemptHTTP2: h2}}
 	resp, err := hc.Get("https://" + addr + "/version")
 	if err != nil {
 		return err
@@ -85,7 +94,7 @@ type Ports struct{ Client, API, Peer string }
 func Reach(tb testing.TB, p Ports, admin, peer *tls.Config) map[string]error {
 	tb.Helper()
 	out := map[string]error{}
-	err := Handshake(p.Client, admin)
+	err := HandshakeGRPC(p.Client, admin)
 	if err == nil {
 		var cli *clientv3.Client
 		cli, err = clientv3.New(clientv3.Config{Endpoints: []string{"https://" + p.Client}, TLS: admin, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})

@@ -26,9 +26,11 @@ const (
 	Name = "etcdbox"
 	// DefaultDomain is the network's DNS domain and the seed's SRV domain.
 	DefaultDomain = vnet.DefaultDomain
-	// ClientPort and APIPort are the guest ports every node forwards.
+	// ClientPort and APIPort are the guest ports every node forwards, and
+	// HTTPPort too (etcd's HTTP endpoints: the node's Ports).
 	ClientPort = seed.DefaultClientPort
 	APIPort    = seed.DefaultAPIPort
+	HTTPPort   = seed.DefaultHTTPPort
 	// DefaultDiskMiB is each node's disk, grown from the image's 1 GiB
 	// (sparse: a node's disk holds what it wrote). At 1 GiB DATA was
 	// 468 MiB and etcd's quota 187 MiB (40%), and with its WAL's two
@@ -182,6 +184,16 @@ type Node struct {
 
 // Endpoint is the node's etcd client URL on the host.
 func (n Node) Endpoint() string { return "https://127.0.0.1:" + strconv.Itoa(n.ClientPort) }
+
+// HTTPEndpoint is the base URL of the node's etcd HTTP endpoints
+// (/metrics, /version) on the host: its forwarded HTTP port, or the client
+// URL for a node whose state has no such forward yet.
+func (n Node) HTTPEndpoint() string {
+	if p := n.Ports[HTTPPort]; p != 0 {
+		return "https://127.0.0.1:" + strconv.Itoa(p)
+	}
+	return n.Endpoint()
+}
 
 // HostPort returns the host port forwarded to guestPort, or 0.
 func (n Node) HostPort(guestPort int) int {

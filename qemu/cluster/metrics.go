@@ -52,7 +52,7 @@ func (c *Cluster) metrics(ctx context.Context, node string) (string, error) {
 	defer cancel()
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Endpoint()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.HTTPEndpoint()+"/metrics", nil)
 	if err != nil {
 		return "", err
 	}

@@ -133,7 +133,7 @@ func (c *Cluster) register(ctx context.Context, n *Node) error {
 		have[f.Guest] = f.Host
 	}
 	ports := map[int]int{}
-	for _, gp := range append([]int{ClientPort, APIPort}, c.cfg.GuestPorts...) {
+	for _, gp := range append([]int{ClientPort, APIPort, HTTPPort}, c.cfg.GuestPorts...) {
 		guest := netip.AddrPortFrom(n.IP, uint16(gp))
 		host, ok := have[guest]
 		if !ok {

@@ -62,6 +62,8 @@ func TestNetworkDaemon(t *testing.T) {
 	assert.NotZero(t, n.ClientPort)
 	assert.NotZero(t, n.APIPort)
 	assert.NotZero(t, n.HostPort(9999))
+	assert.NotZero(t, n.HostPort(HTTPPort))
+	assert.Equal(t, "https://127.0.0.1:"+strconv.Itoa(n.HostPort(HTTPPort)), n.HTTPEndpoint())
 	again := n
 	require.NoError(t, c.register(ctx, &again))
 	assert.Equal(t, n, again, "registering again keeps the forwards")
@@ -70,7 +72,7 @@ func TestNetworkDaemon(t *testing.T) {
 	assert.Equal(t, "t.internal", st.Domain)
 	require.Len(t, st.Hosts, 1)
 	assert.Equal(t, "n1", st.Hosts[0].Name)
-	assert.Len(t, st.Forwards, 3)
+	assert.Len(t, st.Forwards, 4, "client, HTTP, API and 9999")
 
 	require.NoError(t, c.stopNetwork(ctx))
 	assert.False(t, daemonAlive(pid, netDir), "the daemon still runs after stop")
@@ -111,6 +113,7 @@ func TestNetworkInProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []vnet.Forward{
 		{Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(n.ClientPort)), Guest: netip.MustParseAddrPort("10.88.0.12:2379")},
+		{Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(n.HostPort(HTTPPort))), Guest: netip.MustParseAddrPort("10.88.0.12:2382")},
 		{Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(n.APIPort)), Guest: netip.MustParseAddrPort("10.88.0.12:9379")},
 	}, sortForwards(st.Forwards))
 	require.NoError(t, c.stopNetwork(ctx))
