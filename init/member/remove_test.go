@@ -182,3 +182,26 @@ etcd_network_disconnected_peers_total{Local="a",Remote="c"} 1
 		})
 	}
 }
+
+func TestHTTPURLs(t *testing.T) {
+	port := func(p int) func(string) int { return func(string) int { return p } }
+	m := Member{Name: "n1", ClientURLs: []string{"https://10.0.0.1:2379/", "https://[fd00::1]:2379"}}
+	for _, tt := range []struct {
+		name     string
+		m        Member
+		httpPort func(string) int
+		want     []string
+	}{
+		{"each client URL's host on the HTTP port, then the client URLs", m, port(2382),
+			[]string{"https://10.0.0.1:2382", "https://[fd00::1]:2382", "https://10.0.0.1:2379", "https://[fd00::1]:2379"}},
+		{"a shared port is tried once", m, port(2379), []string{"https://10.0.0.1:2379", "https://[fd00::1]:2379"}},
+		{"no HTTP port known: the client URLs", m, nil, []string{"https://10.0.0.1:2379", "https://[fd00::1]:2379"}},
+		{"the port by the member's name", Member{Name: "n2", ClientURLs: []string{"https://127.0.0.1:12379"}},
+			func(name string) int { return map[string]int{"n2": 12382}[name] }, []string{"https://127.0.0.1:12382", "https://127.0.0.1:12379"}},
+		{"no client URL, nothing to try", Member{Name: "n3"}, port(2382), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, HTTPURLs(tt.m, tt.httpPort))
+		})
+	}
+}
