@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -65,7 +66,11 @@ func runMember(h *netlink.Handle, nic netlink.Link, c clusterConfig) error {
 // CA, for its address and for 127.0.0.1, where the bench's forwards
 // arrive) under dataDir and returns etcd's flags for mutual TLS on both
 // ports, as an etcdbox node sets them (init/etcd.go): client certificates
-// required, TLS 1.3.
+// required, TLS 1.3, and etcd's HTTP endpoints on a port of their own
+// (httpPort), so that the client port serves gRPC alone. Against this
+// floor the appliance's ratio is its cost beyond TLS; on a shared TLS
+// port, etcd's default, gRPC goes through net/http and the floor ran at
+// about half the appliance's reads (README, Figures).
 func tlsFlags(c clusterConfig, ip string) ([]string, error) {
 	ca, err := floorpki.New(c.tlsSeed)
 	if err != nil {
@@ -92,8 +97,13 @@ func tlsFlags(c clusterConfig, ip string) ([]string, error) {
 		"--peer-client-cert-auth", "--peer-trusted-ca-file=" + f("ca.crt"),
 		"--peer-cert-file=" + f("node.crt"), "--peer-key-file=" + f("node.key"),
 		"--tls-min-version=TLS1.3",
+		"--listen-client-http-urls=https://0.0.0.0:" + strconv.Itoa(httpPort),
 	}, nil
 }
+
+// httpPort is a node's default etcd HTTP port (seed.DefaultHTTPPort; the
+// floor does not link the seed package).
+const httpPort = 2382
 
 // runTool runs an e2fsprogs binary for init/storage: its combined output
 // and exit code; err only when it could not run or died of a signal.
