@@ -137,8 +137,12 @@ func (a *apiNode) Status(ctx context.Context) (nodeapi.Status, error) {
 				st.Member.Alarms = s.Errors
 				st.Storage = withEtcdStatus(st.Storage, s)
 				st.Member.Healthy = ready(sctx, c) == nil
+				// Its own deadline: the reads above may have spent sctx's
+				// under emulation, and the roll falls back on this field.
 				if tc, err := n.localMember().tlsConfig(); err == nil {
-					st.Member.ClusterVersion, _ = etcdhttp.ClusterVersion(sctx, tc, "https://"+n.localMember().localHTTPAddr())
+					vctx, vcancel := context.WithTimeout(ctx, 3*time.Second)
+					st.Member.ClusterVersion, _ = etcdhttp.ClusterVersion(vctx, tc, "https://"+n.localMember().localHTTPAddr())
+					vcancel()
 				}
 				if last, err := readLastBackup(sctx, c); err == nil {
 					st.Backups.LastNode, st.Backups.LastName, st.Backups.LastMember, st.Backups.LastTaken = last.Node, last.Name, last.Member, last.Taken

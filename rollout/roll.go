@@ -279,6 +279,11 @@ func (r *Roll) turn(ctx context.Context, name string, p *progress) error {
 	}
 	if p.plan.Upgrade && LastMover(p.plan, etcdVersions(c), name) {
 		if err := pointOfNoReturn(p.plan, c, name); err != nil {
+			if c.ClusterVersion == "" {
+				// No node read it this time (a /version read that
+				// timed out): nothing moved, so look again.
+				return untouched{err}
+			}
 			return err
 		}
 		r.logf("node %s: point of no return: it is the last member on etcd %s; once it runs %s the cluster version rises to %s, and rolling back by slot swap is no longer safe (downgrade through etcd's downgrade API)",

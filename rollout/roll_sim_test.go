@@ -35,6 +35,9 @@ type sim struct {
 	// it as their storage version after storageLag more observations.
 	downgraded string
 	storageLag int
+	// cvHidden is how many more observations read no cluster version, as
+	// when every /version read times out.
+	cvHidden int
 	// movedFirst, when set, is the node that takes the leadership by
 	// itself as the roll asks for a move (an election, a node's slow-disk
 	// handoff), so the roll's MoveLeader reaches a node that no longer
@@ -214,6 +217,10 @@ func (e *simEtcd) Observe(context.Context, []string) ([]MemberState, uint64, []s
 		if s.leader == n.name {
 			leader = n.id
 		}
+	}
+	if s.cvHidden > 0 {
+		s.cvHidden--
+		return ms, leader, nil, "", nil
 	}
 	return ms, leader, nil, s.cv, nil
 }

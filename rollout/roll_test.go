@@ -299,6 +299,27 @@ func TestRollAcrossAMinor(t *testing.T) {
 	assert.Contains(t, log[len(log)-1], "cluster version 3.7.3")
 }
 
+// TestRollWaitsForAnUnknownClusterVersion: when no node could read the
+// cluster version just before the last member moves, the roll takes that
+// turn again instead of failing or moving blind.
+func TestRollWaitsForAnUnknownClusterVersion(t *testing.T) {
+	s := newSim("3.6.16", "n1", "n2", "n3")
+	for _, n := range s.nodes {
+		n.newEtcd = "3.7.3"
+	}
+	s.afterDone = map[string]func(){"n3": func() { s.cvHidden = 1 }}
+	r := s.roll("n1", "n2", "n3")
+	r.ImageEtcd = "3.7.3"
+	var log []string
+	r.Log = func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
+	require.NoError(t, r.Run(t.Context()), strings.Join(log, "\n"))
+	all := strings.Join(log, "\n")
+	assert.Contains(t, all, "node n1: before node n1, the last member to move to etcd 3.7: the cluster version is unknown; nothing changed on it: its turn again once the cluster is ready (2 of 3)")
+	assert.Less(t, strings.Index(all, "cluster version is unknown"), strings.Index(all, "node n1: point of no return"))
+	assert.Equal(t, "3.7.3", s.cv)
+	assert.Equal(t, 0, s.cvHidden)
+}
+
 func TestRollDowngradeEnablesFirst(t *testing.T) {
 	s := newSim("3.7.3", "n1")
 	s.nodes["n1"].newEtcd = "3.6.16"
