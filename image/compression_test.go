@@ -50,6 +50,7 @@ func unzstd(t *testing.T, b []byte) []byte {
 // both settings, on an input of many blocks (a Go binary, as /init and
 // etcd are), so the initrd does not depend on scheduling.
 func TestPipelinedEncoderSameBytes(t *testing.T) {
+	t.Parallel()
 	in := goBinarySample(t)
 	for _, c := range []Compression{CompressionSmall, CompressionFast} {
 		piped := builtinFrame(t, c, in)
@@ -72,6 +73,7 @@ func TestPipelinedEncoderSameBytes(t *testing.T) {
 // default is the smaller, and the zstd program's, with level 19's own
 // window for /init alone.
 func TestInitrdCompressions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds an initramfs; runs without -short")
 	}
@@ -150,6 +152,7 @@ func TestCpioParts(t *testing.T) {
 // the kernel requires of each compressed member), the inodes numbered
 // on across them; the second holds /init alone, the third the release.
 func TestInitrdMembers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds an initramfs; runs without -short")
 	}

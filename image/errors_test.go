@@ -79,6 +79,7 @@ func TestBuildBadInput(t *testing.T) {
 // TestBuildCanceledLeavesNothing cancels a raw build while the disk is
 // being written and checks that the temporary file is gone.
 func TestBuildCanceledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds an initramfs; runs without -short")
 	}

@@ -47,6 +47,7 @@ func cached(t *testing.T, dir string) []string {
 // with the seed is never kept; a damaged frame is noticed and replaced;
 // a cache that cannot be written warns and the build goes on.
 func TestInitrdMemberCache(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const secret = "token: s3cr3t-not-for-the-cache\n"
 	tr := testTree(t, secret)
@@ -110,6 +111,7 @@ func TestInitrdMemberCache(t *testing.T) {
 // the program over each member once; the other build waits and takes the
 // frames from the cache.
 func TestInitrdMemberCacheOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tr := testTree(t, "")
 	cfg := Config{Compression: CompressionSmall, CacheDir: t.TempDir(), SourceDateEpoch: 1}

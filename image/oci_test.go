@@ -107,6 +107,7 @@ func checkImage(t *testing.T, img v1.Image) {
 }
 
 func TestOCILayout(t *testing.T) {
+	t.Parallel()
 	dir, res := ociLayout(t)
 	require.True(t, strings.HasPrefix(res.Digest, "sha256:"), "digest %q", res.Digest)
 	lp, err := layout.FromPath(dir)
@@ -127,6 +128,7 @@ func TestOCILayout(t *testing.T) {
 // and pulls the image back; a tarball written by the same build and the
 // layout written by another carry the same digest.
 func TestOCIPushPull(t *testing.T) {
+	t.Parallel()
 	_, layoutRes := ociLayout(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
@@ -183,6 +185,7 @@ func mustDigests(t *testing.T, img v1.Image) []string {
 
 // TestOCIReproducible builds two tarballs and compares their bytes.
 func TestOCIReproducible(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds two OCI images; runs without -short")
 	}
@@ -194,7 +197,7 @@ func TestOCIReproducible(t *testing.T) {
 		require.NoError(t, err)
 		outs = append(outs, cfg.Output)
 	}
-	assert.Equal(t, fileDigest(t, outs[0]), fileDigest(t, outs[1]), "two OCI tarballs of the same inputs differ")
+	assert.Equal(t, contentDigest(t, outs[0]), contentDigest(t, outs[1]), "two OCI tarballs of the same inputs differ")
 }
 
 func TestCmdlineFile(t *testing.T) {

@@ -31,6 +31,7 @@ func goBinarySample(t *testing.T) []byte {
 // and its frame of Go code decodes within the kernel's window and is
 // smaller than the built-in encoder's best, which is why the build uses it.
 func TestZstdProgram(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p, why, err := findZstd(ctx, "")
 	require.NoError(t, err)
