@@ -16,10 +16,13 @@ import (
 	"github.com/etcdbox/etcdbox/init/supervise"
 )
 
-// The slow-disk handoff (init/slowdisk, DESIGN §5): while this node's
-// member leads, the init reads its WAL sync histogram every handoffPoll;
-// when the syncs since the reading before (at least handoffWindow old)
-// say the disk is slow, it reads the voting followers' histograms over followerWindow and
+// The slow-disk handoff (init/slowdisk, DESIGN §5): every handoffPoll the
+// init reads the request counters of DATA's block device
+// (handoff_device.go); when they say the disk may be slow and this node's
+// member leads, it reads the member's WAL sync histogram, twice a
+// handoffWindow apart unless it read it at the poll before; when the syncs
+// between the readings say the disk is slow, it reads the voting
+// followers' histograms over followerWindow and
 // moves the leadership to one whose disk keeps up. At most once per
 // handoffCooldown; the seed's etcd.keepLeaderOnSlowDisk turns it off.
 // A leader whose disk stays slow with no follower to take over asks the
@@ -55,6 +58,7 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 		told     time.Time // the last "handed off recently" line
 		failed   time.Time // the last failed reading logged
 		t        = time.NewTicker(handoffPoll)
+		dev      = blockWatch{path: dataBlockStat(n.root)}
 	)
 	defer t.Stop()
 	defer func() {
@@ -92,32 +96,59 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			// One reading is a 180 KB page: 7 ms of CPU on a fast host
-			// over a new TLS connection, under 5 ms over a kept one.
+			// One reading is a 190 KB page: 7 ms of CPU on a fast host
+			// over a new TLS connection, under 5 ms over a kept one, and
+			// about 60 ms of a virtual CPU under emulation.
 			hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 			if c, err = m.client(); err != nil {
 				continue
 			}
+		}
+		if !dev.suspect() {
+			// The device's requests were fast: neither etcd's status
+			// nor its histogram is read, and a window starts afresh
+			// once they are not.
+			readings = nil
+			continue
 		}
 		st, err := statusOf(ctx, c, m)
 		if err != nil || st.Leader == 0 || st.Leader != st.Header.MemberId {
 			readings = nil // a window counts only syncs made as leader
 			continue
 		}
-		now := time.Now()
-		syncs, err := walSyncs(ctx, hc, "https://"+m.localHTTPAddr())
-		if err != nil {
-			if now.Sub(failed) >= handoffCooldown {
-				n.log.Printf("slow disk: %v", err)
-				failed = now
+		read := func() bool {
+			now := time.Now()
+			syncs, err := walSyncs(ctx, hc, "https://"+m.localHTTPAddr())
+			if err != nil {
+				if now.Sub(failed) >= handoffCooldown {
+					n.log.Printf("slow disk: %v", err)
+					failed = now
+				}
+				return false
 			}
+			readings = append(readings, syncReading{now, syncs})
+			return true
+		}
+		if !read() {
 			continue
 		}
-		readings = append(readings, syncReading{now, syncs})
-		w, span, ok := windowOf(readings, now)
+		w, span, ok := windowOf(readings, time.Now())
 		if !ok {
-			continue
+			// The first reading since the device looked slow: the
+			// window is the next handoffWindow.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(handoffWindow): // the window's length, not a wait for readiness
+			}
+			if !read() {
+				continue
+			}
+			if w, span, ok = windowOf(readings, time.Now()); !ok {
+				continue
+			}
 		}
+		now := time.Now()
 		span = span.Round(time.Second)
 		readings = trimReadings(readings, now)
 		if !w.SlowDisk() {

@@ -17,7 +17,9 @@
 //
 // The node's init reads its own member's WAL sync histogram
 // (etcd_disk_wal_fsync_duration_seconds: its count and sum) while the
-// member leads. When, in a window, the leader made at least MinSyncs syncs
+// member leads and its disk's request counters say the disk may be slow
+// (BlockStat.Suspect, blockstat.go: the histogram is costly to read).
+// When, in a window, the leader made at least MinSyncs syncs
 // and they took SlowMean or more on average, its disk is slow (etcd's
 // guidance is a 99th percentile under 10 ms; 50 ms per sync holds the
 // leader to twenty batches a second at best). It then reads each voting
