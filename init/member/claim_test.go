@@ -39,7 +39,9 @@ func TestClaimAsVoter(t *testing.T) {
 	require.ErrorIs(t, Claim(ctx, local, c.token), errNotForLearner, "a learner refuses the claim")
 	var lines []string
 	logf := func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }
-	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// Long enough for a refusal under make test's load (a 500 ms bound
+	// once ran out in the first request), short enough to end the wait.
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
 	err = claimAsVoter(short, local, c.token, logf)
 	cancel()
 	require.ErrorIs(t, err, errNotForLearner)

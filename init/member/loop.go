@@ -336,11 +336,18 @@ func (l *Loop) afterReady(ctx context.Context, plan Plan, joined *Joined, peers 
 // the node's membership unrecorded (Loop.Voter).
 func claimAsVoter(ctx context.Context, local *clientv3.Client, cluster string, logf func(string, ...any)) error {
 	pause := 50 * time.Millisecond
+	var refused error // the last learner's refusal
 	for tries := 1; ; tries++ {
 		err := Claim(ctx, local, cluster)
+		if err != nil && refused != nil && ctx.Err() != nil {
+			// ctx ended during a try after a refusal: what held the
+			// claim was the member's learner state, as below.
+			return fmt.Errorf("%w (still a learner after %d tries)", refused, tries-1)
+		}
 		if !errors.Is(err, errNotForLearner) {
 			return err
 		}
+		refused = err
 		if tries == 1 {
 			logf("membership: the local member has not applied its promotion yet; waiting to claim the cluster name")
 		}
