@@ -144,6 +144,12 @@ func (n *node) watchSlowDisk(ctx context.Context) {
 			if !read() {
 				continue
 			}
+			// Still the leader: a window counts only syncs made as
+			// leader, and only the leader can move the leadership.
+			if st, err = statusOf(ctx, c, m); err != nil || st.Leader != st.Header.MemberId {
+				readings = nil
+				continue
+			}
 			if w, span, ok = windowOf(readings, time.Now()); !ok {
 				continue
 			}
