@@ -3,6 +3,7 @@ package kmod
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,70 @@ func TestColdplugEvents(t *testing.T) {
 			assert.Equal(t, []string{"m0", "m1"}, loaded, "the rescan finds what was not announced")
 			require.NotEmpty(t, logs)
 			assert.Contains(t, logs[0], tt.wantLog)
+		})
+	}
+}
+
+// TestColdplugAfterLoadPresent: with an event source, the coldplug after
+// LoadPresent starts from LoadPresent's scan and the devices announced
+// since; it scans sysfs again only when announcements were lost.
+func TestColdplugAfterLoadPresent(t *testing.T) {
+	var dep, alias strings.Builder
+	for _, m := range []string{"wd", "m1", "m2", "quiet"} {
+		fmt.Fprintf(&dep, "kernel/%s.ko:\n", m)
+		fmt.Fprintf(&alias, "alias test:%s %s\n", m, m)
+	}
+	dir := writeIndex(t, map[string]string{"modules.dep": dep.String(), "modules.alias": alias.String()})
+	isWD := func(name, _ string) bool { return name == "wd" }
+
+	for _, tt := range []struct {
+		name string
+		lost bool
+		want []string
+	}{
+		// m1's device is gone from the lists a scan reads, and quiet's
+		// was never announced: only a rescan would change either.
+		{"carried scan", false, []string{"m1", "m2"}},
+		{"lost announcements: rescan", true, []string{"m1", "m2", "quiet"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := fakeSysfs(t.TempDir())
+			sys.device(t, "0", "test:wd")
+			sys.device(t, "1", "test:m1")
+			ev := &fakeEvents{}
+			opened := 0
+			rec := &recorder{hook: map[string]func(){
+				"wd": func() {
+					sys.device(t, "2", "test:m2")
+					ev.queue = append(ev.queue, Device{Dir: filepath.Join(string(sys), "devices", "2"), Modalias: "test:m2"})
+				},
+			}}
+			l := &Loader{Dir: dir, Insert: rec.insert, Events: func(string) (DeviceEvents, error) { opened++; return ev, nil }}
+			loaded, err := l.LoadPresent(string(sys), isWD)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"wd"}, loaded)
+			assert.False(t, ev.closed, "the source stays open for the coldplug")
+
+			require.NoError(t, os.Remove(filepath.Join(string(sys), "bus", "test", "devices", "1")))
+			sys.device(t, "3", "test:quiet")
+			ev.lost = tt.lost
+			loaded, err = l.Coldplug(string(sys))
+			require.NoError(t, err)
+			assert.ElementsMatch(t, tt.want, loaded)
+			assert.Equal(t, 1, opened, "one source for both")
+			assert.True(t, ev.closed)
+			assert.Equal(t, []string{"wd"}, rec.inserted[:1])
+
+			// The carry is used once: the next coldplug scans afresh.
+			ev.closed = false
+			loaded, err = l.Coldplug(string(sys))
+			require.NoError(t, err)
+			assert.Equal(t, 2, opened)
+			if !tt.lost {
+				assert.Equal(t, []string{"quiet"}, loaded, "a fresh scan finds the unannounced device")
+			} else {
+				assert.Empty(t, loaded)
+			}
 		})
 	}
 }
