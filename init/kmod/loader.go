@@ -442,11 +442,21 @@ func (l *Loader) nextDevices(ev DeviceEvents, sysDir string, seen map[string]boo
 // rescan. This one is cheaper, yet still 125-165 ms a scan there (some
 // 250 devices), which is why Coldplug takes later devices from Events
 // when it can.
+//
+// The classes in noModalias are not read: the kernel gives their devices
+// no MODALIAS, and a driver binds to the parent device a bus list names.
+// On a q35 VM they hold 93 of the 121 class devices, 71 of them ttys;
+// skipping them took the boot's one scan, under emulation, from 380-430
+// ms to 156 ms (each uevent read costs almost a millisecond there).
 func scanModaliases(sysDir string, seen map[string]bool) []Device {
 	var out []Device
-	for _, pattern := range []string{"bus/*/devices/*", "class/*/*"} {
+	const classes = "class/*/*"
+	for _, pattern := range []string{"bus/*/devices/*", classes} {
 		links, _ := filepath.Glob(filepath.Join(sysDir, pattern))
 		for _, l := range links {
+			if pattern == classes && !classWithModalias(l) {
+				continue
+			}
 			dir := l
 			if t, err := os.Readlink(l); err == nil {
 				if !filepath.IsAbs(t) {
@@ -465,6 +475,17 @@ func scanModaliases(sysDir string, seen map[string]bool) []Device {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
 	return out
+}
+
+// noModalias names the device classes whose devices the kernel
+// announces without a MODALIAS (their uevent has MAJOR, MINOR and
+// DEVNAME, or a network interface's INTERFACE and IFINDEX).
+var noModalias = map[string]bool{"tty": true, "vc": true, "mem": true, "misc": true, "bdi": true, "block": true, "net": true}
+
+// classWithModalias reports whether the class list link (sysDir/class/
+// NAME/device) may name a device with a modalias.
+func classWithModalias(link string) bool {
+	return !noModalias[filepath.Base(filepath.Dir(link))]
 }
 
 // ueventModalias returns the MODALIAS of a device's uevent file, "" when

@@ -221,6 +221,9 @@ func TestColdplug(t *testing.T) {
 	require.Contains(t, ix.Match(nvme), "nvme")
 	require.NoError(t, os.MkdirAll(filepath.Join(string(sys), "devices", "stray"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(string(sys), "devices", "stray", "uevent"), []byte("MODALIAS="+nvme+"\n"), 0o444))
+	// Nor is one of a class whose devices have no modalias (misc): the
+	// scan does not read them.
+	sys.classDevice(t, "misc", "virtual/misc/odd", nvme)
 
 	// Loading virtio_pci makes the virtio devices appear, as the kernel
 	// does when the driver probes the PCI functions.
