@@ -11,15 +11,8 @@ import (
 	"time"
 )
 
-// DefaultMaxRounds bounds Coldplug's rounds: how deep devices that
-// loads make appear may nest (a bus driver's devices, their drivers'
-// devices, and so on).
+// DefaultMaxRounds bounds Coldplug's rescans of sysfs.
 const DefaultMaxRounds = 8
-
-// batchesPerRound bounds the looks at new devices a Coldplug makes per
-// round it allows: streaming, each insert's end may bring a batch of its
-// own, and a batch whose drivers are all tried already adds no round.
-const batchesPerRound = 16
 
 // Loader inserts modules from one modules directory, each at most once.
 // The zero value with Dir set is ready to use; it is safe for concurrent
@@ -206,33 +199,16 @@ func (l *Loader) planner(p *plan) func(name, path string, hard bool) error {
 // their dependants or, for soft dependencies, logged. seen (the walk
 // state) learns each module's outcome. l.mu is held.
 func (l *Loader) run(p *plan, targets []string, seen map[string]error) []string {
-	markTargets(p, targets)
-	p.run(l.inserter(), l.Params, l.Parallel)
-	return l.record(p, seen)
-}
-
-// inserter is l.Insert, or InsertModule.
-func (l *Loader) inserter() func(path, params string) error {
-	if l.Insert != nil {
-		return l.Insert
+	insert := l.Insert
+	if insert == nil {
+		insert = InsertModule
 	}
-	return InsertModule
-}
-
-// markTargets marks the plan's modules the caller asked for.
-func markTargets(p *plan, targets []string) {
 	for _, n := range targets {
 		if it := p.item(n); it != nil {
 			it.hard = true
 		}
 	}
-}
-
-// record notes the outcome of p's modules, all done: in seen, in what
-// this Loader loaded, and in each insert's time. It logs the failures of
-// modules no caller asked for, and returns the modules inserted, in plan
-// order. l.mu is held.
-func (l *Loader) record(p *plan, seen map[string]error) []string {
+	p.run(insert, l.Params, l.Parallel)
 	if l.loaded == nil {
 		l.loaded = map[string]bool{}
 	}
@@ -319,26 +295,19 @@ func (l *Loader) Coldplug(sysDir string, also ...string) ([]string, error) {
 	if ev != nil {
 		defer ev.Close()
 	}
-	// With announcements, the drivers of the devices a load makes appear
-	// go in as soon as that load ends, beside the inserts still under way
-	// (streaming); without, a rescan follows each whole round.
-	stream := ev != nil && l.Settle <= 0
-	p := newPlan(ix)
-	r := p.runner(l.inserter(), l.Params, l.Parallel)
 	seen := map[string]error{} // walk state across rounds: each module tried once
-	// The modules asked for, each with what to call it in an error: the
-	// device, or the name given.
-	type target struct{ module, what string }
-	var targets []target
+	var done []string
 	var errs []error
-	gen := 0 // of the devices in fresh
-	for batch := 0; len(fresh) > 0 || batch == 0 && len(also) > 0; batch++ {
-		if gen >= rounds || batch >= batchesPerRound*rounds {
+	for round := 0; len(fresh) > 0 || round == 0 && len(also) > 0; round++ {
+		if round == rounds {
 			errs = append(errs, fmt.Errorf("coldplug: new devices still appearing after %d rounds", rounds))
 			break
 		}
-		first := len(p.items)
-		var asked []string
+		p := newPlan(ix)
+		// The modules this round asks for, each with what to call it in
+		// an error: the device, or the name given.
+		type target struct{ module, what string }
+		var targets []target
 		ask := func(n, what string) {
 			if _, tried := seen[n]; tried {
 				return
@@ -348,14 +317,13 @@ func (l *Loader) Coldplug(sysDir string, also ...string) ([]string, error) {
 				return
 			}
 			targets = append(targets, target{n, what})
-			asked = append(asked, n)
 		}
 		for _, a := range fresh {
 			for _, n := range ix.Match(a.Modalias) {
 				ask(n, fmt.Sprintf("device %s (%s)", a.Dir, a.Modalias))
 			}
 		}
-		if gen == 0 {
+		if round == 0 {
 			for _, name := range also {
 				names := ix.Resolve(name)
 				if len(names) == 0 {
@@ -366,66 +334,26 @@ func (l *Loader) Coldplug(sysDir string, also ...string) ([]string, error) {
 				}
 			}
 		}
-		for _, it := range p.items[first:] {
-			it.gen = gen
+		mods := make([]string, len(targets))
+		for i, t := range targets {
+			mods[i] = t.module
 		}
-		markTargets(p, asked)
-		r.start()
-		if stream {
-			fresh = l.announced(r, ev, sysDir, seenAlias)
-		} else {
-			r.wait()
-			if len(p.items) > first && l.Settle > 0 {
-				l.mu.Unlock()
-				time.Sleep(l.Settle)
-				l.mu.Lock()
+		inserted := l.run(p, mods, seen)
+		done = append(done, inserted...)
+		for _, t := range targets {
+			if it := p.item(t.module); it != nil && it.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", t.what, it.err))
 			}
-			fresh = l.nextDevices(ev, sysDir, seenAlias)
 		}
-		gen = r.nextGen()
-	}
-	r.wait()
-	done := l.record(p, seen)
-	for _, t := range targets {
-		if it := p.item(t.module); it != nil && it.err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", t.what, it.err))
+		if len(inserted) > 0 && l.Settle > 0 {
+			l.mu.Unlock()
+			time.Sleep(l.Settle)
+			l.mu.Lock()
 		}
+		fresh = l.nextDevices(ev, sysDir, seenAlias)
 	}
 	return done, errors.Join(errs...)
 }
-
-// announced returns the devices announced while r's inserts run, as soon
-// as it sees some, or none once every insert is done and a last look
-// finds nothing. It looks when an insert ends and every announceLook in
-// between: a bus driver's probe announces its devices early in its
-// insert, which ends only once all of the kernel's asynchronous work is
-// done. l.mu is held.
-//
-// Why not rounds: every insert waits at its end for all of the kernel's
-// asynchronous work (async_synchronize_full in do_init_module), so a
-// round lasted as long as its slowest probe. On a q35 VM under software
-// emulation the first round took 940 ms, 230 of them with the CPU idle
-// while ahci probed empty SATA ports, and the second (the virtio
-// devices' drivers and iTCO_wdt) 150 ms of CPU after it.
-func (l *Loader) announced(r *runner, ev DeviceEvents, sysDir string, seen map[string]bool) []Device {
-	tick := time.NewTicker(announceLook)
-	defer tick.Stop()
-	for {
-		// Idle before the look: the look saw all that every insert made.
-		last := r.idle()
-		if devs := l.nextDevices(ev, sysDir, seen); len(devs) > 0 || last {
-			return devs
-		}
-		select {
-		case <-r.ended:
-		case <-tick.C:
-		}
-	}
-}
-
-// announceLook is how often Coldplug looks for announced devices while
-// inserts run.
-const announceLook = 10 * time.Millisecond
 
 // scanCarried scans sysDir for LoadPresent. With an event source, opened
 // before the scan, it keeps both for the next Coldplug (carried), closing

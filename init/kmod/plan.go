@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -49,19 +48,13 @@ type planned struct {
 	// previous network driver).
 	after []edge
 
-	// gen is the coldplug generation that asked for it: 0 for the
-	// devices present at the start, n+1 for those announced once a
-	// module of generation n was in (Coldplug's MaxRounds bounds it).
-	gen   int
-	noted bool // nextGen saw it done
-
 	done chan struct{} // closed when err and took are final
 	err  error
 	took time.Duration
 }
 
 type edge struct {
-	dep      *planned
+	item     int
 	required bool
 }
 
@@ -98,7 +91,7 @@ func (p *plan) add(name, path string, hard bool) error {
 	it := &planned{name: name, path: path, hard: hard, done: make(chan struct{})}
 	link := func(n string, required bool) {
 		if i, ok := p.byName[n]; ok {
-			it.after = append(it.after, edge{p.items[i], required})
+			it.after = append(it.after, edge{i, required})
 		}
 	}
 	if m := p.ix.modules[name]; m != nil {
@@ -123,7 +116,7 @@ func (p *plan) add(name, path string, hard bool) error {
 	}
 	if isNetDriver(path) {
 		if p.lastNIC >= 0 {
-			it.after = append(it.after, edge{p.items[p.lastNIC], false})
+			it.after = append(it.after, edge{p.lastNIC, false})
 		}
 		p.lastNIC = len(p.items)
 	}
@@ -146,101 +139,31 @@ func (p *plan) item(name string) *planned {
 // required dependency failed is not inserted; its error names the
 // dependency's.
 func (p *plan) run(insert func(path, params string) error, params map[string]string, parallel int) {
-	r := p.runner(insert, params, parallel)
-	r.start()
-	r.wait()
-}
-
-// runner inserts a plan's modules as they are added to it: Coldplug
-// plans the drivers of the devices announced while earlier inserts still
-// run, and they go in beside those, after what they need, without
-// waiting for the others to end.
-type runner struct {
-	p       *plan
-	insert  func(path, params string) error
-	params  map[string]string
-	slots   chan struct{}
-	wg      sync.WaitGroup
-	started int           // p.items[:started] are under way or done
-	pending atomic.Int64  // started and not done
-	ended   chan struct{} // one send (coalesced) after each insert ends
-}
-
-func (p *plan) runner(insert func(path, params string) error, params map[string]string, parallel int) *runner {
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
-	return &runner{p: p, insert: insert, params: params, slots: make(chan struct{}, parallel), ended: make(chan struct{}, 1)}
-}
-
-// start sets the modules planned since the last start going. Only the
-// caller that adds to the plan calls it.
-func (r *runner) start() {
-	for _, it := range r.p.items[r.started:] {
-		r.pending.Add(1)
-		r.wg.Go(func() {
-			r.do(it)
-			r.pending.Add(-1)
-			select {
-			case r.ended <- struct{}{}:
-			default:
+	slots := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, it := range p.items {
+		wg.Go(func() {
+			defer close(it.done)
+			for _, e := range it.after {
+				dep := p.items[e.item]
+				<-dep.done
+				if dep.err != nil && e.required {
+					it.err = fmt.Errorf("module %s: dependency: %w", it.name, dep.err)
+					return
+				}
+			}
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			start := time.Now()
+			err := insert(it.path, params[it.name])
+			it.took = time.Since(start)
+			if err != nil && !errors.Is(err, syscall.EEXIST) {
+				it.err = fmt.Errorf("insert %s: %w", it.path, err)
 			}
 		})
 	}
-	r.started = len(r.p.items)
-}
-
-// do inserts one module once all it waits for is done.
-func (r *runner) do(it *planned) {
-	defer close(it.done)
-	for _, e := range it.after {
-		<-e.dep.done
-		if e.dep.err != nil && e.required {
-			it.err = fmt.Errorf("module %s: dependency: %w", it.name, e.dep.err)
-			return
-		}
-	}
-	r.slots <- struct{}{}
-	defer func() { <-r.slots }()
-	start := time.Now()
-	err := r.insert(it.path, r.params[it.name])
-	it.took = time.Since(start)
-	if err != nil && !errors.Is(err, syscall.EEXIST) {
-		it.err = fmt.Errorf("insert %s: %w", it.path, err)
-	}
-}
-
-// wait returns when every started module is done.
-func (r *runner) wait() { r.wg.Wait() }
-
-// idle reports whether every started module is done.
-func (r *runner) idle() bool { return r.pending.Load() == 0 }
-
-// nextGen returns the generation of the devices announced since its
-// last call: one more than the lowest among the modules that ended since
-// then, whose loads may have made them appear; when none did (each had
-// ended before the last look), one more than the highest of all that
-// ended. It may count low, never high: a device counted a generation too
-// deep would stop a coldplug at MaxRounds that should have gone on. Only
-// the caller that adds to the plan calls it.
-func (r *runner) nextGen() int {
-	lo, hi := -1, -1
-	for _, it := range r.p.items[:r.started] {
-		select {
-		case <-it.done:
-		default:
-			continue
-		}
-		hi = max(hi, it.gen)
-		if !it.noted {
-			it.noted = true
-			if lo < 0 || it.gen < lo {
-				lo = it.gen
-			}
-		}
-	}
-	if lo >= 0 {
-		return lo + 1
-	}
-	return hi + 1
+	wg.Wait()
 }

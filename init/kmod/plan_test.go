@@ -60,7 +60,7 @@ func TestNetDriversInPlanOrder(t *testing.T) {
 	}
 	assert.Empty(t, p.item("nic1").after)
 	assert.Empty(t, p.item("disk").after)
-	assert.Equal(t, []edge{{dep: p.item("nic1"), required: false}}, p.item("nic2").after)
+	assert.Equal(t, []edge{{item: 0, required: false}}, p.item("nic2").after)
 
 	// Run: nic2 never goes in while nic1 is going in, even when nic1 is
 	// slow to (it waits for disk, which does go in meanwhile).

@@ -7,9 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,10 +64,8 @@ func FuzzParseUevent(f *testing.F) {
 	})
 }
 
-// fakeEvents is a DeviceEvents whose announcements the test queues,
-// from the inserts' goroutines too.
+// fakeEvents is a DeviceEvents whose announcements the test queues.
 type fakeEvents struct {
-	mu     sync.Mutex
 	queue  []Device
 	lost   bool
 	err    error
@@ -78,26 +74,13 @@ type fakeEvents struct {
 }
 
 func (f *fakeEvents) Added() ([]Device, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls++
 	q, lost, err := f.queue, f.lost, f.err
 	f.queue, f.lost, f.err = nil, false, nil
 	return q, lost, err
 }
 
-func (f *fakeEvents) Close() error { f.mu.Lock(); defer f.mu.Unlock(); f.closed = true; return nil }
-
-// announce queues devices, lost and err for the next Added.
-func (f *fakeEvents) announce(lost bool, err error, devs ...Device) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, devs...)
-	f.lost = f.lost || lost
-	if err != nil {
-		f.err = err
-	}
-}
+func (f *fakeEvents) Close() error { f.closed = true; return nil }
 
 func TestColdplugEvents(t *testing.T) {
 	var dep, alias strings.Builder
@@ -116,14 +99,14 @@ func TestColdplugEvents(t *testing.T) {
 		}
 		rec := &recorder{hook: map[string]func(){
 			"m0": func() {
-				ev.announce(false, nil, dev("1", "test:m1"))
+				ev.queue = append(ev.queue, dev("1", "test:m1"))
 				// In sysfs but never announced: found only by a rescan,
 				// which announcements make unneeded.
 				sys.device(t, "quiet", "test:quiet")
 			},
 			// m0's device again (announced and scanned alike) and a new
 			// one.
-			"m1": func() { ev.announce(false, nil, dev("0", "test:m0"), dev("2", "test:m2")) },
+			"m1": func() { ev.queue = append(ev.queue, dev("0", "test:m0"), dev("2", "test:m2")) },
 		}}
 		var logs []string
 		l := &Loader{Dir: dir, Insert: rec.insert, Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) },
@@ -134,7 +117,7 @@ func TestColdplugEvents(t *testing.T) {
 		loaded, err := l.Coldplug(string(sys))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"m0", "m1", "m2"}, loaded)
-		assert.GreaterOrEqual(t, ev.calls, 3, "a look after each load that brought devices, and a last one finding nothing")
+		assert.Equal(t, 3, ev.calls, "one look after each round, the last finding nothing")
 		assert.True(t, ev.closed)
 		assert.Empty(t, logs)
 	})
@@ -146,9 +129,9 @@ func TestColdplugEvents(t *testing.T) {
 		wantLog string
 	}{
 		{"lost announcements: rescan", func(ev *fakeEvents) (DeviceEvents, error) { return ev, nil },
-			func(ev *fakeEvents) { ev.announce(true, nil) }, "device events incomplete (lost true, <nil>): rescanning sysfs"},
+			func(ev *fakeEvents) { ev.lost = true }, "device events incomplete (lost true, <nil>): rescanning sysfs"},
 		{"failed read: rescan", func(ev *fakeEvents) (DeviceEvents, error) { return ev, nil },
-			func(ev *fakeEvents) { ev.announce(false, errors.New("read uevent socket: boom")) }, "read uevent socket: boom"},
+			func(ev *fakeEvents) { ev.err = errors.New("read uevent socket: boom") }, "read uevent socket: boom"},
 		{"no source: rescans", func(*fakeEvents) (DeviceEvents, error) { return nil, errors.New("uevent socket: denied") },
 			func(*fakeEvents) {}, "no device events (uevent socket: denied)"},
 	} {
@@ -202,7 +185,7 @@ func TestColdplugAfterLoadPresent(t *testing.T) {
 			rec := &recorder{hook: map[string]func(){
 				"wd": func() {
 					sys.device(t, "2", "test:m2")
-					ev.announce(false, nil, Device{Dir: filepath.Join(string(sys), "devices", "2"), Modalias: "test:m2"})
+					ev.queue = append(ev.queue, Device{Dir: filepath.Join(string(sys), "devices", "2"), Modalias: "test:m2"})
 				},
 			}}
 			l := &Loader{Dir: dir, Insert: rec.insert, Events: func(string) (DeviceEvents, error) { opened++; return ev, nil }}
@@ -213,7 +196,7 @@ func TestColdplugAfterLoadPresent(t *testing.T) {
 
 			require.NoError(t, os.Remove(filepath.Join(string(sys), "bus", "test", "devices", "1")))
 			sys.device(t, "3", "test:quiet")
-			ev.announce(tt.lost, nil)
+			ev.lost = tt.lost
 			loaded, err = l.Coldplug(string(sys))
 			require.NoError(t, err)
 			assert.ElementsMatch(t, tt.want, loaded)
@@ -233,92 +216,4 @@ func TestColdplugAfterLoadPresent(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestColdplugStreams: with announcements, the driver of a device that a
-// load makes appear goes in while a slow insert of the same round still
-// runs, not after it; generations, not looks, count against MaxRounds.
-func TestColdplugStreams(t *testing.T) {
-	var dep, alias strings.Builder
-	for _, m := range []string{"bus", "slow", "leaf", "c0", "c1", "c2", "c3"} {
-		fmt.Fprintf(&dep, "kernel/%s.ko:\n", m)
-		fmt.Fprintf(&alias, "alias test:%s %s\n", m, m)
-	}
-	for i := range 6 {
-		fmt.Fprintf(&dep, "kernel/b%d.ko:\nkernel/l%d.ko:\n", i, i)
-		fmt.Fprintf(&alias, "alias test:b%d b%d\nalias test:l%d l%d\n", i, i, i, i)
-	}
-	dir := writeIndex(t, map[string]string{"modules.dep": dep.String(), "modules.alias": alias.String()})
-	newLoader := func(ev *fakeEvents, rec *recorder, rounds int) *Loader {
-		return &Loader{Dir: dir, Insert: rec.insert, MaxRounds: rounds, Events: func(string) (DeviceEvents, error) { return ev, nil }}
-	}
-	dev := func(sys fakeSysfs, name string) Device {
-		return Device{Dir: filepath.Join(string(sys), "devices", name), Modalias: "test:" + name}
-	}
-
-	t.Run("a later round's driver beside a slow insert", func(t *testing.T) {
-		sys := fakeSysfs(t.TempDir())
-		sys.device(t, "bus", "test:bus")
-		sys.device(t, "slow", "test:slow")
-		ev := &fakeEvents{}
-		leafIn := make(chan struct{})
-		waited := false
-		rec := &recorder{hook: map[string]func(){
-			"bus":  func() { ev.announce(false, nil, dev(sys, "leaf")) },
-			"leaf": func() { close(leafIn) },
-			"slow": func() {
-				select {
-				case <-leafIn:
-				case <-time.After(5 * time.Second):
-					waited = true // a round waited for this insert
-				}
-			},
-		}}
-		loaded, err := newLoader(ev, rec, 0).Coldplug(string(sys))
-		require.NoError(t, err)
-		assert.False(t, waited, "leaf went in only after slow's insert ended")
-		assert.Equal(t, []string{"bus", "slow", "leaf"}, loaded, "plan order: the devices' order, round by round")
-		assert.Equal(t, []string{"bus", "leaf", "slow"}, rec.inserted)
-	})
-
-	t.Run("a chain deeper than MaxRounds", func(t *testing.T) {
-		sys := fakeSysfs(t.TempDir())
-		sys.device(t, "c0", "test:c0")
-		ev := &fakeEvents{}
-		rec := &recorder{hook: map[string]func(){}}
-		for i := range 3 {
-			rec.hook[fmt.Sprintf("c%d", i)] = func() { ev.announce(false, nil, dev(sys, fmt.Sprintf("c%d", i+1))) }
-		}
-		loaded, err := newLoader(ev, rec, 3).Coldplug(string(sys))
-		assert.ErrorContains(t, err, "new devices still appearing after 3 rounds")
-		assert.Equal(t, []string{"c0", "c1", "c2"}, loaded)
-	})
-
-	t.Run("siblings ending one by one are one round", func(t *testing.T) {
-		// Six drivers of the first round each make a device appear as
-		// its insert ends, one after another, each device's driver
-		// going in before the next: six looks, all of the second round.
-		sys := fakeSysfs(t.TempDir())
-		ev := &fakeEvents{}
-		rec := &recorder{hook: map[string]func(){}}
-		var prev chan struct{}
-		for i := range 6 {
-			sys.device(t, fmt.Sprintf("b%d", i), fmt.Sprintf("test:b%d", i))
-			in, wait := make(chan struct{}), prev
-			rec.hook[fmt.Sprintf("b%d", i)] = func() {
-				if wait != nil {
-					<-wait
-				}
-				ev.announce(false, nil, dev(sys, fmt.Sprintf("l%d", i)))
-			}
-			rec.hook[fmt.Sprintf("l%d", i)] = func() { close(in) }
-			prev = in
-		}
-		l := newLoader(ev, rec, 2)
-		l.Parallel = 16
-		loaded, err := l.Coldplug(string(sys))
-		require.NoError(t, err)
-		assert.Len(t, loaded, 12)
-		assert.GreaterOrEqual(t, ev.calls, 6)
-	})
 }
