@@ -266,11 +266,14 @@ func TestLoadPresent(t *testing.T) {
 	sys.device(t, "LNXSYSTM:00/LNXPWRBN:00", "acpi:LNXPWRBN:")
 	watchdogs := func(name, path string) bool { return strings.Contains(path, "/drivers/watchdog/") }
 
+	var mu sync.Mutex // the coldplug below inserts from several goroutines
 	var params []string
 	rec := &recorder{}
 	l := &Loader{Index: ix, Params: map[string]string{"watchdog": "stop_on_reboot=0"},
 		Insert: func(path, p string) error {
+			mu.Lock()
 			params = append(params, NameOf(path)+"("+p+")")
+			mu.Unlock()
 			return rec.insert(path, p)
 		}}
 	loaded, err := l.LoadPresent(string(sys), watchdogs)
